@@ -1,0 +1,114 @@
+// copy_ between host and tpu (and across tpu devices), .item(), and the tiny internal ops the
+// runtime itself launches.
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include "aten/executor.h"
+#include "aten/host_transfer.h"
+#include "lowering/lowering.h"
+#include "lowering/strided.h"
+#include "runtime/metrics.h"
+#include "runtime/runtime.h"
+
+namespace torchtpu::aten {
+namespace {
+
+bool covers_storage(const at::Tensor& t) {
+  return t.is_contiguous() && t.storage_offset() == 0 &&
+         static_cast<size_t>(t.numel()) * t.element_size() == t.storage().nbytes();
+}
+
+// tpu -> tpu on one device: the generic path lowers aten::copy (convert + broadcast) and
+// writes through the destination view.
+void device_copy(const at::Tensor& self, const at::Tensor& src, bool non_blocking) {
+  torch::jit::Stack stack{c10::IValue(self), c10::IValue(src), c10::IValue(non_blocking)};
+  run_lowered_by_name("aten::copy_", "", &stack);
+}
+
+at::Tensor to_device(const at::Tensor& src, int device) {
+  device::BufferPtr buf = contiguous_buffer(src);
+  try {
+    auto moved = buf->copy_to_device(runtime::get().device(device));
+    runtime::metrics().d2d_transfers++;
+    return wrap_buffer(device::BufferPtr(std::move(moved)), src.sizes(), src.scalar_type(), device);
+  } catch (const pjrt::Error& e) {
+    TORCH_CHECK(false, "torchtpu: copy between tpu devices failed: ", e.what());
+  }
+}
+
+at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
+  if (self.numel() == 0) return self;
+  if (self.is_privateuseone() && src.is_privateuseone()) {
+    at::Tensor s = src;
+    if (src.device() != self.device()) s = to_device(src, self.device().index());
+    device_copy(self, s, non_blocking);
+  } else if (self.is_privateuseone()) {
+    TORCH_CHECK(src.device().is_cpu(), "torchtpu: cannot copy from ", src.device(), " to ",
+                self.device());
+    at::Tensor host = src.to(self.scalar_type()).expand(self.sizes()).contiguous();
+    int dev = self.device().index();
+    device::BufferPtr buf =
+        upload(host.data_ptr(), self.sizes().vec(), lowering::to_element_type(self.scalar_type()), dev);
+    if (covers_storage(self)) {
+      device::handle_of(self)->set_buffer(std::move(buf), self.sizes().vec(),
+                                          lowering::to_element_type(self.scalar_type()));
+    } else {
+      device_copy(self, wrap_buffer(std::move(buf), self.sizes(), self.scalar_type(), dev),
+                  non_blocking);
+    }
+  } else {
+    TORCH_CHECK(src.is_privateuseone(), "torchtpu: unexpected copy from ", src.device(), " to ",
+                self.device());
+    self.copy_(to_cpu(src));
+  }
+  return self;
+}
+
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  at::Tensor d = dst;
+  copy_(d, self, non_blocking);
+  return dst;
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  if (dst.sizes() != self.sizes()) dst.resize_(self.sizes());
+  return copy_from(self, dst, false);
+}
+
+c10::Scalar local_scalar_dense(const at::Tensor& self) { return to_cpu(self).item(); }
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("copy_", copy_);
+  m.impl("_copy_from", copy_from);
+  m.impl("_copy_from_and_resize", copy_from_and_resize);
+  m.impl("_local_scalar_dense", local_scalar_dense);
+}
+
+// A contiguous copy of any view; the runtime launches it to materialize views for the host.
+TORCH_LIBRARY(torchtpu, m) { m.def("contiguous_copy(Tensor self) -> Tensor"); }
+
+TORCH_LIBRARY_IMPL(torchtpu, Meta, m) {
+  m.impl("contiguous_copy", [](const at::Tensor& self) {
+    return at::empty(self.sizes(), self.options());
+  });
+}
+
+TORCH_LIBRARY_IMPL(torchtpu, PrivateUse1, m) {
+  m.impl("contiguous_copy",
+         torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());
+}
+
+// The views are already gathered when a lowering sees its inputs: both are identities.
+TORCHTPU_LOWERING("torchtpu::contiguous_copy",
+                  [](lowering::LoweringContext& ctx) -> std::vector<lowering::Value> {
+                    return {ctx.tensor(0)};
+                  });
+
+TORCHTPU_LOWERING("aten::copy", [](lowering::LoweringContext& ctx) -> std::vector<lowering::Value> {
+  return {lowering::coerce(ctx.b, ctx.tensor(1), ctx.out_type())};
+});
+
+}  // namespace
+}  // namespace torchtpu::aten

@@ -1,0 +1,93 @@
+#include "aten/host_transfer.h"
+
+#include <ATen/ops/empty.h>
+#include <c10/util/Exception.h>
+
+#include "aten/executor.h"
+#include "lowering/lowering.h"
+#include "lowering/strided.h"
+#include "runtime/inflight.h"
+#include "runtime/metrics.h"
+#include "runtime/runtime.h"
+
+namespace torchtpu::aten {
+namespace {
+
+[[noreturn]] void rethrow(const pjrt::Error& e, const char* what) {
+  TORCH_CHECK_WITH(OutOfMemoryError, !e.is_out_of_memory(), "torchtpu: out of device memory ",
+                   what, ": ", e.what());
+  TORCH_CHECK(false, "torchtpu: ", what, " failed: ", e.what());
+}
+
+PJRT_Buffer_Type pjrt_type(shlo::ElementType t) {
+  switch (t) {
+    case shlo::ElementType::kPred: return PJRT_Buffer_Type_PRED;
+    case shlo::ElementType::kS8: return PJRT_Buffer_Type_S8;
+    case shlo::ElementType::kS16: return PJRT_Buffer_Type_S16;
+    case shlo::ElementType::kS32: return PJRT_Buffer_Type_S32;
+    case shlo::ElementType::kS64: return PJRT_Buffer_Type_S64;
+    case shlo::ElementType::kU8: return PJRT_Buffer_Type_U8;
+    case shlo::ElementType::kU16: return PJRT_Buffer_Type_U16;
+    case shlo::ElementType::kU32: return PJRT_Buffer_Type_U32;
+    case shlo::ElementType::kU64: return PJRT_Buffer_Type_U64;
+    case shlo::ElementType::kF16: return PJRT_Buffer_Type_F16;
+    case shlo::ElementType::kBF16: return PJRT_Buffer_Type_BF16;
+    case shlo::ElementType::kF32: return PJRT_Buffer_Type_F32;
+    case shlo::ElementType::kF64: return PJRT_Buffer_Type_F64;
+  }
+  return PJRT_Buffer_Type_INVALID;
+}
+
+}  // namespace
+
+device::BufferPtr upload(const void* data, const std::vector<int64_t>& dims,
+                         shlo::ElementType dtype, int device) {
+  runtime::Runtime& rt = runtime::get();
+  try {
+    auto buf = rt.client().buffer_from_host(data, pjrt_type(dtype), dims, rt.device(device));
+    runtime::metrics().h2d_transfers++;
+    runtime::metrics().h2d_bytes += lowering::numel_of(dims) * std::max(1, shlo::bit_width(dtype) / 8);
+    return device::BufferPtr(std::move(buf));
+  } catch (const pjrt::Error& e) {
+    rethrow(e, "copying to the device");
+  }
+}
+
+device::BufferPtr contiguous_buffer(const at::Tensor& t) {
+  device::BufferPtr buf;
+  std::vector<int64_t> dims;
+  shlo::ElementType dtype;
+  device::handle_of(t)->snapshot(&buf, &dims, &dtype);
+  if (buf && dtype == lowering::to_element_type(t.scalar_type()) && dims == t.sizes().vec() &&
+      t.is_contiguous() && t.storage_offset() == 0) {
+    return buf;
+  }
+  // One small program gathers the view (and materializes never-written storages as zeros).
+  torch::jit::Stack stack{c10::IValue(t)};
+  run_lowered_by_name("torchtpu::contiguous_copy", "", &stack);
+  at::Tensor c = stack.back().toTensor();
+  return device::handle_of(c)->buffer();
+}
+
+at::Tensor to_cpu(const at::Tensor& t) {
+  at::Tensor out = at::empty(t.sizes(), t.options().device(c10::kCPU));
+  if (t.numel() == 0) return out;
+  device::BufferPtr buf = contiguous_buffer(t);
+  try {
+    buf->to_host(out.data_ptr(), out.nbytes());
+  } catch (const pjrt::Error& e) {
+    rethrow(e, "copying to the host");
+  }
+  runtime::metrics().d2h_transfers++;
+  runtime::metrics().d2h_bytes += static_cast<int64_t>(out.nbytes());
+  runtime::metrics().host_syncs++;
+  return out;
+}
+
+void synchronize(int device) {
+  if (!runtime::is_initialized()) return;
+  runtime::metrics().host_syncs++;
+  runtime::wait_for_executions(device);
+}
+
+}  // namespace torchtpu::aten

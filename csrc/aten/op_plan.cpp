@@ -1,0 +1,122 @@
+#include "aten/op_plan.h"
+
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+namespace torchtpu::aten {
+namespace {
+
+bool is_write(const c10::Argument& a) { return a.alias_info() && a.alias_info()->isWrite(); }
+
+bool same_argument(const c10::Argument& x, const c10::Argument& y) {
+  return x.name() == y.name() && x.type()->str() == y.type()->str();
+}
+
+// Overloads of every operator, by base name, gathered once on first use.
+const std::unordered_map<std::string, std::vector<c10::OperatorName>>& overloads() {
+  static const auto* map = [] {
+    auto* m = new std::unordered_map<std::string, std::vector<c10::OperatorName>>();
+    for (const auto& name : c10::Dispatcher::singleton().getAllOpNames()) {
+      (*m)[name.name].push_back(name);
+    }
+    return m;
+  }();
+  return *map;
+}
+
+void try_functional(OpPlan& plan, const c10::FunctionSchema& schema) {
+  const auto& args = schema.arguments();
+  std::vector<size_t> kept;  // called args that the functional form also takes
+  for (size_t i = 0; i < args.size(); ++i) {
+    bool out_arg = is_write(args[i]) && args[i].kwarg_only();
+    if (out_arg) {
+      plan.mutated_args.push_back(i);
+    } else {
+      kept.push_back(i);
+    }
+  }
+  std::string base = schema.name();
+  if (plan.mutated_args.empty()) {
+    // In-place: "aten::add_" writes self and lowers "aten::add" with the same overload.
+    if (base.empty() || base.back() != '_' || args.empty() || !is_write(args[0])) return;
+    base.pop_back();
+    plan.variant = Variant::kInplace;
+    plan.mutated_args = {0};
+    kept.clear();
+    for (size_t i = 0; i < args.size(); ++i) kept.push_back(i);
+  } else {
+    plan.variant = Variant::kOut;
+  }
+  auto it = overloads().find(base);
+  if (it == overloads().end()) return;
+  for (const c10::OperatorName& cand : it->second) {
+    auto handle = c10::Dispatcher::singleton().findOp(cand);
+    if (!handle) continue;
+    const auto& cargs = handle->schema().arguments();
+    bool alias_free = true;
+    for (const auto& a : cargs) alias_free &= !is_write(a);
+    if (!alias_free || cargs.size() != kept.size()) continue;
+    if (plan.variant == Variant::kInplace && cand.overload_name != schema.overload_name()) continue;
+    bool match = true;
+    for (size_t i = 0; i < kept.size() && match; ++i) {
+      match = plan.variant == Variant::kInplace ? cargs[i].name() == args[kept[i]].name()
+                                                : same_argument(cargs[i], args[kept[i]]);
+    }
+    if (!match || handle->schema().returns().size() != plan.mutated_args.size()) continue;
+    std::string name = full_name(cand);
+    if (const auto* fn = lowering::find_lowering(name)) {
+      plan.lowering = fn;
+      plan.lowering_name = name;
+      plan.lowered_op = handle;
+      plan.arg_map = kept;
+      return;
+    }
+  }
+}
+
+OpPlan make_plan(const c10::OperatorHandle& op) {
+  OpPlan plan;
+  const auto& schema = op.schema();
+  plan.called_name = full_name(schema.operator_name());
+  // The exact name first: covers functional ops and out=/in-place ops lowered as themselves.
+  if (const auto* fn = lowering::find_lowering(plan.called_name)) {
+    plan.lowering = fn;
+    plan.lowering_name = plan.called_name;
+    plan.lowered_op = op;
+    for (size_t i = 0; i < schema.arguments().size(); ++i) {
+      plan.arg_map.push_back(i);
+      if (is_write(schema.arguments()[i])) plan.mutated_args.push_back(i);
+    }
+    if (!plan.mutated_args.empty()) {
+      plan.variant = schema.arguments()[plan.mutated_args[0]].kwarg_only() ? Variant::kOut
+                                                                           : Variant::kInplace;
+    }
+    return plan;
+  }
+  try_functional(plan, schema);
+  if (!plan.lowering) {
+    plan.variant = Variant::kFunctional;
+    plan.mutated_args.clear();
+  }
+  return plan;
+}
+
+}  // namespace
+
+std::string full_name(const c10::OperatorName& name) {
+  return name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
+}
+
+const OpPlan& plan_for(const c10::OperatorHandle& op) {
+  static std::mutex m;
+  static std::unordered_map<const void*, std::unique_ptr<OpPlan>> plans;
+  const void* key = &op.schema();
+  std::lock_guard<std::mutex> g(m);
+  auto it = plans.find(key);
+  if (it != plans.end()) return *it->second;
+  auto plan = std::make_unique<OpPlan>(make_plan(op));
+  return *plans.emplace(key, std::move(plan)).first->second;
+}
+
+}  // namespace torchtpu::aten

@@ -1,0 +1,94 @@
+// View ops are metadata over the shared storage; PyTorch's generic implementations work
+// for any device whose storage is real, which ours is.
+#include <ATen/native/Resize.h>
+#include <ATen/native/TensorShape.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_native.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include <cstring>
+
+#include "aten/host_transfer.h"
+#include "device/storage.h"
+#include "lowering/lowering.h"
+#include "lowering/strided.h"
+
+namespace torchtpu::aten {
+
+// Grows (or shrinks) a storage, keeping its leading bytes. Rare (resize_ past the end, or an
+// untyped storage resize), so the old contents take a host round trip.
+void resize_storage_bytes(const c10::Storage& storage, size_t new_bytes) {
+  auto* handle = device::handle_of(storage);
+  device::BufferPtr old = handle->buffer();
+  if (old) {
+    std::vector<int64_t> dims = handle->dims();
+    shlo::ElementType dtype = handle->dtype();
+    int64_t itemsize = std::max(1, shlo::bit_width(dtype) / 8);
+    int64_t old_n = lowering::numel_of(dims);
+    std::vector<uint8_t> host(static_cast<size_t>(old_n * itemsize));
+    if (!host.empty()) old->to_host(host.data(), host.size());
+    int64_t new_n = static_cast<int64_t>(new_bytes) / itemsize;
+    std::vector<uint8_t> grown(static_cast<size_t>(new_n * itemsize), 0);
+    std::memcpy(grown.data(), host.data(), std::min(grown.size(), host.size()));
+    handle->set_buffer(upload(grown.data(), {new_n}, dtype, handle->device_index()), {new_n},
+                       dtype);
+  }
+  storage.unsafeGetStorageImpl()->set_nbytes(new_bytes);
+}
+
+namespace {
+
+const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
+                          std::optional<c10::MemoryFormat> memory_format) {
+  auto* impl = self.unsafeGetTensorImpl();
+  int64_t numel = c10::multiply_integers(size);
+  size_t needed = static_cast<size_t>((numel + self.storage_offset()) * self.element_size());
+  if (needed > self.storage().nbytes()) resize_storage_bytes(self.storage(), needed);
+  impl->set_sizes_contiguous(size);
+  if (memory_format.has_value() && *memory_format != c10::MemoryFormat::Preserve) {
+    impl->empty_tensor_restride(*memory_format);
+  }
+  return self;
+}
+
+at::Tensor& set_storage(at::Tensor& self, c10::Storage source, int64_t offset,
+                        c10::IntArrayRef size, c10::IntArrayRef stride) {
+  at::native::checkSetStorage(self, source, offset, size, stride);
+  self.unsafeGetTensorImpl()->set_storage_offset(offset);
+  std::optional<c10::IntArrayRef> st;
+  if (!stride.empty()) st = stride;
+  at::native::resize_impl_cpu_(self.unsafeGetTensorImpl(), size, st, /*resize_storage=*/false);
+  return self;
+}
+
+at::Tensor& set_source_storage(at::Tensor& self, c10::Storage source) {
+  int64_t n = static_cast<int64_t>(source.nbytes() / self.element_size());
+  return set_storage(self, std::move(source), 0, {n}, {});
+}
+
+at::Tensor& set_source_tensor(at::Tensor& self, const at::Tensor& src) {
+  return set_storage(self, src.storage(), src.storage_offset(), src.sizes(), src.strides());
+}
+
+at::Tensor& set_empty(at::Tensor& self) {
+  c10::Storage storage(c10::Storage::use_byte_size_t(), 0, device::allocator(), true);
+  return set_storage(self, std::move(storage), 0, {0}, {});
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("view", at::native::view);
+  m.impl("as_strided", at::native::as_strided_tensorimpl);
+  m.impl("_reshape_alias", at::native::_reshape_alias);
+  m.impl("unfold", at::native::unfold);
+  m.impl("resize_", resize_);
+  m.impl("set_.source_Storage_storage_offset", set_storage);
+  m.impl("set_.source_Storage", set_source_storage);
+  m.impl("set_.source_Tensor", set_source_tensor);
+  m.impl("set_", set_empty);
+}
+
+}  // namespace
+}  // namespace torchtpu::aten

@@ -1,0 +1,67 @@
+// PrivateUse1 hooks: what torch.accelerator, torch.Generator(device="tpu") and pinned-memory
+// code ask of a backend.
+#include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <c10/core/CPUAllocator.h>
+
+#include "device/current_device.h"
+#include "device/generator.h"
+#include "runtime/runtime.h"
+
+namespace torchtpu::aten {
+void resize_storage_bytes(const c10::Storage& storage, size_t new_bytes);
+}
+
+namespace torchtpu::device {
+namespace {
+
+struct TpuHooks final : public at::PrivateUse1HooksInterface {
+  bool isBuilt() const override { return true; }
+  bool isAvailable() const override { return runtime::is_available(); }
+  void init() const override {}
+  const at::Generator& getDefaultGenerator(c10::DeviceIndex device_index) const override {
+    return default_generator(device_index < 0 ? current_device() : device_index);
+  }
+  at::Generator getNewGenerator(c10::DeviceIndex device_index) const override {
+    return at::make_generator<TpuGeneratorImpl>(
+        device_index < 0 ? static_cast<c10::DeviceIndex>(current_device()) : device_index);
+  }
+  at::Device getDeviceFromPtr(void* data) const override {
+    return at::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(current_device()));
+  }
+  bool isPinnedPtr(const void* data) const override { return false; }
+  // Host staging memory is ordinary CPU memory: PJRT copies from it during the call.
+  at::Allocator* getPinnedMemoryAllocator() const override { return c10::GetCPUAllocator(); }
+  bool hasPrimaryContext(c10::DeviceIndex device_index) const override {
+    return runtime::is_initialized();
+  }
+  c10::DeviceIndex deviceCount() const override {
+    return runtime::is_available() ? static_cast<c10::DeviceIndex>(runtime::get().device_count())
+                                   : 0;
+  }
+  void setCurrentDevice(c10::DeviceIndex device) const override { set_current_device(device); }
+  c10::DeviceIndex getCurrentDevice() const override {
+    return static_cast<c10::DeviceIndex>(current_device());
+  }
+  c10::DeviceIndex exchangeDevice(c10::DeviceIndex device) const override {
+    auto old = getCurrentDevice();
+    set_current_device(device);
+    return old;
+  }
+  c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex device) const override {
+    return exchangeDevice(device);
+  }
+  void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override;
+};
+
+void TpuHooks::resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const {
+  aten::resize_storage_bytes(storage, newsize);
+}
+
+}  // namespace
+
+void register_hooks() {
+  static TpuHooks hooks;
+  at::RegisterPrivateUse1HooksInterface(&hooks);
+}
+
+}  // namespace torchtpu::device

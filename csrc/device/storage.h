@@ -1,0 +1,58 @@
+// A tpu storage's DataPtr owns a StorageHandle: a swappable, ref-counted PJRT buffer. The data
+// pointer of the storage is the handle's address: unique and never dereferenced on the host.
+#pragma once
+
+#include <c10/core/Allocator.h>
+#include <c10/core/Storage.h>
+#include <ATen/core/TensorBase.h>
+#include <c10/core/TensorImpl.h>
+
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "pjrt/pjrt.h"
+#include "stablehlo/types.h"
+
+namespace torchtpu::device {
+
+using BufferPtr = std::shared_ptr<pjrt::Buffer>;
+
+class StorageHandle {
+ public:
+  explicit StorageHandle(int device_index) : device_index_(device_index) {}
+  ~StorageHandle();
+
+  int device_index() const { return device_index_; }
+  // Null while the storage was never written (empty() allocates nothing on the device).
+  BufferPtr buffer() const;
+  const std::vector<int64_t>& dims() const { return dims_; }
+  shlo::ElementType dtype() const { return dtype_; }
+  // Every alias of the storage sees the new contents.
+  void set_buffer(BufferPtr buffer, std::vector<int64_t> dims, shlo::ElementType dtype);
+  // Snapshot of (buffer, dims, dtype) taken under the lock, for one program launch.
+  void snapshot(BufferPtr* buffer, std::vector<int64_t>* dims, shlo::ElementType* dtype) const;
+
+ private:
+  mutable std::mutex mutex_;
+  int device_index_;
+  BufferPtr buffer_;
+  std::vector<int64_t> dims_;
+  shlo::ElementType dtype_ = shlo::ElementType::kU8;
+  int64_t accounted_bytes_ = 0;
+};
+
+StorageHandle* handle_of(const c10::Storage& storage);
+inline StorageHandle* handle_of(const at::TensorBase& t) { return handle_of(t.storage()); }
+
+c10::Allocator* allocator();
+// A new storage of `nbytes` already holding `buffer`.
+c10::Storage make_storage(size_t nbytes, int device_index, BufferPtr buffer,
+                          std::vector<int64_t> dims, shlo::ElementType dtype);
+
+// Bytes of device buffers alive and their peak, per device, as torch.tpu.memory_allocated says.
+int64_t memory_allocated(int device_index);
+int64_t max_memory_allocated(int device_index);
+void reset_peak_memory(int device_index);
+
+}  // namespace torchtpu::device

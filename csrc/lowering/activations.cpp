@@ -1,0 +1,290 @@
+// Activation functions and the backward ops autograd calls for them. Formulas and operation
+// order follow ATen's CPU kernels (Activation.cpp) so results match within rounding; f16/bf16
+// math runs in f32 and rounds once, like those kernels.
+#include <c10/util/Exception.h>
+
+#include <cmath>
+#include <functional>
+#include <string>
+
+#include "lowering/lowering.h"
+
+namespace torchtpu::lowering {
+namespace {
+
+using shlo::CompareDirection;
+
+bool is_half(ElementType t) { return t == ElementType::kF16 || t == ElementType::kBF16; }
+ElementType opmath(ElementType t) { return is_half(t) ? ElementType::kF32 : t; }
+
+Value cst(FunctionBuilder& b, double v, const Value& like) { return b.constant(v, like.type); }
+Value cmp(FunctionBuilder& b, Value x, Value y, CompareDirection d) { return b.compare(x, y, d); }
+Value is_nan(FunctionBuilder& b, Value x) { return cmp(b, x, x, CompareDirection::kNE); }
+Value lor(FunctionBuilder& b, Value p, Value q) { return b.binary("stablehlo.or", p, q); }
+
+// Argument i broadcast to the result shape, in the result's opmath dtype.
+Value arg(LoweringContext& ctx, size_t i) {
+  const TensorType& out = ctx.out_type();
+  return coerce(ctx.b, ctx.tensor(i), out.with_dtype(opmath(out.dtype)));
+}
+
+Value named(LoweringContext& ctx, const char* name) { return arg(ctx, ctx.index_of(name)); }
+
+Value finish(LoweringContext& ctx, Value v) { return coerce(ctx.b, v, ctx.out_type()); }
+
+std::string string_arg(LoweringContext& ctx, const char* name) {
+  size_t i = ctx.index_of(name);
+  return ctx.is_none(i) ? "none" : ctx.arg(i).ivalue.toStringRef();
+}
+
+// NaN-propagating clamp (XLA's maximum/minimum drop NaN on CPU; PyTorch's clamp keeps it).
+Value clamp_nan(FunctionBuilder& b, Value x, Value lo, Value hi) {
+  Value r = b.min(b.max(x, lo), hi);
+  if (!shlo::is_float(x.dtype())) return r;
+  return b.select(is_nan(b, x), x, r);
+}
+
+std::vector<Value> lower_relu(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  Value x = coerce(b, ctx.tensor(0), ctx.out_type());
+  Value zero = cst(b, 0, x);
+  // select keeps NaN, as clamp_min(x, 0) does.
+  return {b.select(cmp(b, x, zero, CompareDirection::kLT), zero, x)};
+}
+
+constexpr double kSqrt1_2 = 0.70710678118654752440;     // 1 / sqrt(2)
+constexpr double kInvSqrt2Pi = 0.39894228040143267794;  // 1 / sqrt(2 pi)
+constexpr double kGeluBeta = 0.79788456080286535588;    // sqrt(2 / pi)
+constexpr double kGeluKappa = 0.044715;
+
+// tanh(sqrt(2/pi) * (x + 0.044715 x^3)) of the tanh approximation.
+Value gelu_tanh_inner(FunctionBuilder& b, Value x) {
+  Value cube = b.mul(b.mul(x, x), x);
+  Value inner = b.mul(cst(b, kGeluBeta, x), b.add(x, b.mul(cst(b, kGeluKappa, x), cube)));
+  return b.unary("stablehlo.tanh", inner);
+}
+
+std::vector<Value> lower_gelu(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  Value x = arg(ctx, 0);
+  std::string approx = string_arg(ctx, "approximate");
+  Value half = cst(b, 0.5, x), one = cst(b, 1, x);
+  Value inner;
+  if (approx == "tanh") {
+    inner = gelu_tanh_inner(b, x);
+  } else {
+    TORCH_CHECK(approx == "none", "torchtpu lowering: gelu: unknown approximate '", approx, "'");
+    inner = b.unary("chlo.erf", b.mul(x, cst(b, kSqrt1_2, x)));
+  }
+  return {finish(ctx, b.mul(b.mul(x, half), b.add(one, inner)))};
+}
+
+std::vector<Value> lower_gelu_backward(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  Value grad = arg(ctx, 0), x = arg(ctx, 1);
+  std::string approx = string_arg(ctx, "approximate");
+  Value half = cst(b, 0.5, x), one = cst(b, 1, x);
+  Value dx;
+  if (approx == "tanh") {
+    Value t = gelu_tanh_inner(b, x);
+    Value left = b.mul(half, x);
+    Value left_derivative = b.mul(half, b.add(one, t));
+    Value tanh_derivative = b.sub(one, b.mul(t, t));
+    Value inner_derivative =
+        b.mul(cst(b, kGeluBeta, x), b.add(one, b.mul(cst(b, 3 * kGeluKappa, x), b.mul(x, x))));
+    dx = b.add(left_derivative, b.mul(b.mul(left, tanh_derivative), inner_derivative));
+  } else {
+    TORCH_CHECK(approx == "none", "torchtpu lowering: gelu_backward: unknown approximate '", approx,
+                "'");
+    Value cdf = b.mul(half, b.add(one, b.unary("chlo.erf", b.mul(x, cst(b, kSqrt1_2, x)))));
+    Value pdf = b.mul(b.unary("stablehlo.exponential", b.mul(cst(b, -0.5, x), b.mul(x, x))),
+                      cst(b, kInvSqrt2Pi, x));
+    dx = b.add(cdf, b.mul(x, pdf));
+  }
+  return {finish(ctx, b.mul(grad, dx))};
+}
+
+std::vector<Value> lower_silu(LoweringContext& ctx) {
+  Value x = arg(ctx, 0);
+  return {finish(ctx, ctx.b.mul(x, ctx.b.unary("stablehlo.logistic", x)))};
+}
+
+std::vector<Value> lower_silu_backward(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  Value grad = arg(ctx, 0), x = arg(ctx, 1);
+  Value one = cst(b, 1, x);
+  Value s = b.unary("stablehlo.logistic", x);
+  Value d = b.mul(s, b.add(one, b.mul(x, b.sub(one, s))));
+  return {finish(ctx, b.mul(grad, d))};
+}
+
+std::vector<Value> lower_mish(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  Value x = arg(ctx, 0);
+  Value softplus = b.unary("stablehlo.log_plus_one", b.unary("stablehlo.exponential", x));
+  return {finish(ctx, b.mul(x, b.unary("stablehlo.tanh", softplus)))};
+}
+
+std::vector<Value> lower_sigmoid_backward(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  Value grad = arg(ctx, 0), y = arg(ctx, 1);
+  return {finish(ctx, b.mul(grad, b.mul(b.sub(cst(b, 1, y), y), y)))};
+}
+
+std::vector<Value> lower_tanh_backward(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  Value grad = arg(ctx, 0), y = arg(ctx, 1);
+  return {finish(ctx, b.mul(grad, b.sub(cst(b, 1, y), b.mul(y, y))))};
+}
+
+// x * beta > threshold ? x : log1p(exp(x * beta)) / beta
+std::vector<Value> lower_softplus(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  Value x = arg(ctx, 0), beta = named(ctx, "beta"), threshold = named(ctx, "threshold");
+  Value xb = b.mul(x, beta);
+  Value soft = b.div(b.unary("stablehlo.log_plus_one", b.unary("stablehlo.exponential", xb)), beta);
+  return {finish(ctx, b.select(cmp(b, xb, threshold, CompareDirection::kGT), x, soft))};
+}
+
+std::vector<Value> lower_softplus_backward(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  Value grad = arg(ctx, 0), x = arg(ctx, 1);
+  Value beta = named(ctx, "beta"), threshold = named(ctx, "threshold");
+  Value xb = b.mul(x, beta);
+  Value z = b.unary("stablehlo.exponential", xb);
+  Value soft = b.div(b.mul(grad, z), b.add(z, cst(b, 1, z)));
+  return {finish(ctx, b.select(cmp(b, xb, threshold, CompareDirection::kGT), grad, soft))};
+}
+
+std::vector<Value> lower_hardtanh(LoweringContext& ctx) {
+  Value x = arg(ctx, 0);
+  return {finish(ctx, clamp_nan(ctx.b, x, named(ctx, "min_val"), named(ctx, "max_val")))};
+}
+
+std::vector<Value> lower_hardtanh_backward(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  Value grad = arg(ctx, 0), x = arg(ctx, 1);
+  Value lo = named(ctx, "min_val"), hi = named(ctx, "max_val");
+  Value outside =
+      lor(b, cmp(b, x, lo, CompareDirection::kLE), cmp(b, x, hi, CompareDirection::kGE));
+  return {finish(ctx, b.select(outside, cst(b, 0, grad), grad))};
+}
+
+std::vector<Value> lower_leaky_relu(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  Value x = arg(ctx, 0), slope = named(ctx, "negative_slope");
+  Value positive = cmp(b, x, cst(b, 0, x), CompareDirection::kGT);
+  return {finish(ctx, b.select(positive, x, b.mul(x, slope)))};
+}
+
+std::vector<Value> lower_leaky_relu_backward(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  Value grad = arg(ctx, 0), x = arg(ctx, 1), slope = named(ctx, "negative_slope");
+  Value positive = cmp(b, x, cst(b, 0, x), CompareDirection::kGT);
+  return {finish(ctx, b.select(positive, grad, b.mul(grad, slope)))};
+}
+
+// x <= 0 ? expm1(x * input_scale) * alpha * scale : x * scale
+std::vector<Value> lower_elu(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  Value x = arg(ctx, 0);
+  Value alpha = named(ctx, "alpha"), scale = named(ctx, "scale"),
+        input_scale = named(ctx, "input_scale");
+  Value negcoef = b.mul(alpha, scale);
+  Value neg = b.mul(b.unary("stablehlo.exponential_minus_one", b.mul(x, input_scale)), negcoef);
+  Value nonpositive = cmp(b, x, cst(b, 0, x), CompareDirection::kLE);
+  return {finish(ctx, b.select(nonpositive, neg, b.mul(x, scale)))};
+}
+
+std::vector<Value> lower_elu_backward(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  Value grad = arg(ctx, 0);
+  Value alpha = named(ctx, "alpha"), scale = named(ctx, "scale"),
+        input_scale = named(ctx, "input_scale");
+  bool is_result = ctx.bool_arg(ctx.index_of("is_result"));
+  Value x = named(ctx, "self_or_result");
+  Value negcoef = b.mul(alpha, scale);
+  Value neg;
+  if (is_result) {
+    // x is the forward output: d/dx = input_scale * (out + alpha * scale).
+    neg = b.mul(b.mul(grad, input_scale), b.add(x, negcoef));
+  } else {
+    Value e = b.unary("stablehlo.exponential", b.mul(x, input_scale));
+    neg = b.mul(b.mul(b.mul(grad, input_scale), negcoef), e);
+  }
+  Value nonpositive = cmp(b, x, cst(b, 0, x), CompareDirection::kLE);
+  return {finish(ctx, b.select(nonpositive, neg, b.mul(grad, scale)))};
+}
+
+// x <= threshold ? value : x
+std::vector<Value> lower_threshold(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  Value x = arg(ctx, 0), threshold = named(ctx, "threshold"), value = named(ctx, "value");
+  return {finish(ctx, b.select(cmp(b, x, threshold, CompareDirection::kLE), value, x))};
+}
+
+std::vector<Value> lower_threshold_backward(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  Value grad = arg(ctx, 0), x = arg(ctx, 1), threshold = named(ctx, "threshold");
+  Value below = cmp(b, x, threshold, CompareDirection::kLE);
+  return {finish(ctx, b.select(below, cst(b, 0, grad), grad))};
+}
+
+// min(max(x + 3, 0), 6) / 6
+Value relu6_of_x_plus_3(FunctionBuilder& b, Value x) {
+  return clamp_nan(b, b.add(x, cst(b, 3, x)), cst(b, 0, x), cst(b, 6, x));
+}
+
+std::vector<Value> lower_hardsigmoid(LoweringContext& ctx) {
+  Value x = arg(ctx, 0);
+  return {finish(ctx, ctx.b.div(relu6_of_x_plus_3(ctx.b, x), cst(ctx.b, 6, x)))};
+}
+
+std::vector<Value> lower_hardswish(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  Value x = arg(ctx, 0);
+  return {finish(ctx, b.div(b.mul(x, relu6_of_x_plus_3(b, x)), cst(b, 6, x)))};
+}
+
+std::vector<Value> lower_hardsigmoid_backward(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  Value grad = arg(ctx, 0), x = arg(ctx, 1);
+  Value inside = b.binary("stablehlo.and", cmp(b, x, cst(b, -3, x), CompareDirection::kGT),
+                          cmp(b, x, cst(b, 3, x), CompareDirection::kLT));
+  return {finish(ctx, b.select(inside, b.mul(grad, cst(b, 1.0 / 6.0, x)), cst(b, 0, x)))};
+}
+
+std::vector<Value> lower_hardswish_backward(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  Value grad = arg(ctx, 0), x = arg(ctx, 1);
+  Value lo = cst(b, -3, x), hi = cst(b, 3, x);
+  Value mid = b.mul(grad, b.add(b.div(x, hi), cst(b, 0.5, x)));
+  Value r = b.select(cmp(b, x, hi, CompareDirection::kLE), mid, grad);
+  return {finish(ctx, b.select(cmp(b, x, lo, CompareDirection::kLT), cst(b, 0, x), r))};
+}
+
+TORCHTPU_LOWERING("aten::relu", lower_relu);
+TORCHTPU_LOWERING("aten::gelu", lower_gelu);
+TORCHTPU_LOWERING("aten::gelu_backward", lower_gelu_backward);
+TORCHTPU_LOWERING("aten::silu", lower_silu);
+TORCHTPU_LOWERING("aten::silu_backward", lower_silu_backward);
+TORCHTPU_LOWERING("aten::mish", lower_mish);
+TORCHTPU_LOWERING("aten::sigmoid_backward", lower_sigmoid_backward);
+TORCHTPU_LOWERING("aten::tanh_backward", lower_tanh_backward);
+TORCHTPU_LOWERING("aten::softplus", lower_softplus);
+TORCHTPU_LOWERING("aten::softplus_backward", lower_softplus_backward);
+TORCHTPU_LOWERING("aten::hardtanh", lower_hardtanh);
+TORCHTPU_LOWERING("aten::hardtanh_backward", lower_hardtanh_backward);
+TORCHTPU_LOWERING("aten::leaky_relu", lower_leaky_relu);
+TORCHTPU_LOWERING("aten::leaky_relu_backward", lower_leaky_relu_backward);
+TORCHTPU_LOWERING("aten::elu", lower_elu);
+TORCHTPU_LOWERING("aten::elu_backward", lower_elu_backward);
+TORCHTPU_LOWERING("aten::threshold", lower_threshold);
+TORCHTPU_LOWERING("aten::threshold_backward", lower_threshold_backward);
+TORCHTPU_LOWERING("aten::hardsigmoid", lower_hardsigmoid);
+TORCHTPU_LOWERING("aten::hardsigmoid_backward", lower_hardsigmoid_backward);
+TORCHTPU_LOWERING("aten::hardswish", lower_hardswish);
+TORCHTPU_LOWERING("aten::hardswish_backward", lower_hardswish_backward);
+
+}  // namespace
+}  // namespace torchtpu::lowering

@@ -1,0 +1,285 @@
+// Binary arithmetic with broadcasting and PyTorch's type promotion. Scalars (alpha, Python
+// numbers) arrive as 0-d runtime arguments, so a changing value never recompiles.
+//
+// PyTorch's CPU kernels evaluate f16/bf16 in f32 and round once at the end ("opmath"); the
+// lowerings do the same so results match CPU bit for bit where the math is exact.
+#include <ATen/core/function_schema.h>
+#include <c10/util/Exception.h>
+
+#include <functional>
+#include <limits>
+#include <string>
+
+#include "lowering/lowering.h"
+
+namespace torchtpu::lowering {
+namespace {
+
+using shlo::CompareDirection;
+
+bool is_half(ElementType t) { return t == ElementType::kF16 || t == ElementType::kBF16; }
+bool is_fp(ElementType t) { return shlo::is_float(t); }
+
+// Bool arithmetic runs in i8 so add/mul/max/min act as or/and once converted back (!= 0).
+ElementType opmath(ElementType t) {
+  if (is_half(t)) return ElementType::kF32;
+  if (t == ElementType::kPred) return ElementType::kS8;
+  return t;
+}
+
+Value cst(FunctionBuilder& b, double v, const Value& like) { return b.constant(v, like.type); }
+Value cmp(FunctionBuilder& b, Value x, Value y, CompareDirection d) { return b.compare(x, y, d); }
+Value lt0(FunctionBuilder& b, Value x) { return cmp(b, x, cst(b, 0, x), CompareDirection::kLT); }
+Value ne0(FunctionBuilder& b, Value x) { return cmp(b, x, cst(b, 0, x), CompareDirection::kNE); }
+Value eq0(FunctionBuilder& b, Value x) { return cmp(b, x, cst(b, 0, x), CompareDirection::kEQ); }
+Value is_nan(FunctionBuilder& b, Value x) { return cmp(b, x, x, CompareDirection::kNE); }
+Value land(FunctionBuilder& b, Value p, Value q) { return b.binary("stablehlo.and", p, q); }
+Value lor(FunctionBuilder& b, Value p, Value q) { return b.binary("stablehlo.or", p, q); }
+Value lxor(FunctionBuilder& b, Value p, Value q) { return b.binary("stablehlo.xor", p, q); }
+
+Value is_inf(FunctionBuilder& b, Value x) {
+  Value inf = cst(b, std::numeric_limits<double>::infinity(), x);
+  return cmp(b, b.unary("stablehlo.abs", x), inf, CompareDirection::kEQ);
+}
+
+// Sign bit of a float, so -0.0 and -NaN count as negative like std::signbit.
+Value signbit(FunctionBuilder& b, Value x) {
+  if (!is_fp(x.dtype())) return lt0(b, x);
+  ElementType bits = shlo::bit_width(x.dtype()) == 16   ? ElementType::kS16
+                     : shlo::bit_width(x.dtype()) == 32 ? ElementType::kS32
+                                                        : ElementType::kS64;
+  return lt0(b, b.bitcast_convert(x, bits));
+}
+
+// XLA's maximum/minimum return the non-NaN operand on CPU; PyTorch propagates NaN.
+Value max_nan(FunctionBuilder& b, Value x, Value y) {
+  Value r = b.max(x, y);
+  if (!is_fp(x.dtype())) return r;
+  r = b.select(is_nan(b, x), x, r);
+  return b.select(is_nan(b, y), y, r);
+}
+
+Value min_nan(FunctionBuilder& b, Value x, Value y) {
+  Value r = b.min(x, y);
+  if (!is_fp(x.dtype())) return r;
+  r = b.select(is_nan(b, x), x, r);
+  return b.select(is_nan(b, y), y, r);
+}
+
+// Argument i broadcast to the result shape, in dtype `dt`.
+Value operand(LoweringContext& ctx, size_t i, ElementType dt) {
+  return coerce(ctx.b, ctx.tensor(i), ctx.out_type().with_dtype(dt));
+}
+
+Value finish(LoweringContext& ctx, Value v) { return coerce(ctx.b, v, ctx.out_type()); }
+
+// The dtype the op computes in: the result dtype, widened per opmath.
+ElementType compute_dtype(LoweringContext& ctx) { return opmath(ctx.out_type().dtype); }
+
+Value trunc_float(FunctionBuilder& b, Value x) {
+  return b.select(lt0(b, x), b.unary("stablehlo.ceil", x), b.unary("stablehlo.floor", x));
+}
+
+// Integer division rounding toward -inf (stablehlo.divide truncates).
+Value floor_div_int(FunctionBuilder& b, Value x, Value y) {
+  Value q = b.div(x, y);
+  if (shlo::is_unsigned_int(x.dtype())) return q;
+  Value r = b.binary("stablehlo.remainder", x, y);
+  Value adjust = land(b, ne0(b, r), lxor(b, lt0(b, r), lt0(b, y)));
+  return b.select(adjust, b.sub(q, cst(b, 1, q)), q);
+}
+
+// at::native div_floor_floating: floor of the exact quotient, rounding the fmod-corrected
+// quotient to the nearest integer so that e.g. 0.3 // 0.1 gives 2 like Python.
+Value floor_div_float(FunctionBuilder& b, Value x, Value y) {
+  Value zero = cst(b, 0, x), one = cst(b, 1, x);
+  Value mod = b.binary("stablehlo.remainder", x, y);
+  Value div = b.div(b.sub(x, mod), y);
+  Value adjust = land(b, ne0(b, mod), lxor(b, lt0(b, y), lt0(b, mod)));
+  div = b.select(adjust, b.sub(div, one), div);
+  Value fl = b.unary("stablehlo.floor", div);
+  Value round_up = cmp(b, b.sub(div, fl), cst(b, 0.5, x), CompareDirection::kGT);
+  fl = b.select(round_up, b.add(fl, one), fl);
+  Value quot = b.div(x, y);
+  Value signed_zero = b.select(signbit(b, quot), cst(b, -0.0, x), zero);
+  Value r = b.select(ne0(b, div), fl, signed_zero);
+  return b.select(eq0(b, y), quot, r);
+}
+
+Value floor_div(FunctionBuilder& b, Value x, Value y) {
+  return is_fp(x.dtype()) ? floor_div_float(b, x, y) : floor_div_int(b, x, y);
+}
+
+// Python modulo: the result takes the sign of the divisor.
+Value python_remainder(FunctionBuilder& b, Value x, Value y) {
+  Value mod = b.binary("stablehlo.remainder", x, y);
+  if (shlo::is_unsigned_int(x.dtype())) return mod;
+  Value adjust = land(b, ne0(b, mod), lxor(b, lt0(b, y), lt0(b, mod)));
+  return b.select(adjust, b.add(mod, y), mod);
+}
+
+// Integer power; a negative exponent gives 0 unless |base| == 1, like PyTorch's powi.
+Value pow_int(FunctionBuilder& b, Value x, Value y) {
+  if (shlo::is_unsigned_int(x.dtype())) return b.binary("stablehlo.power", x, y);
+  Value zero = cst(b, 0, x), one = cst(b, 1, x), minus_one = cst(b, -1, x);
+  Value negative = lt0(b, y);
+  // XLA's integer power is only specified for non-negative exponents.
+  Value r = b.binary("stablehlo.power", x, b.select(negative, zero, y));
+  Value odd = ne0(b, b.binary("stablehlo.and", y, one));
+  Value at_minus_one = b.select(odd, minus_one, one);
+  Value neg_result =
+      b.select(cmp(b, x, one, CompareDirection::kEQ), one,
+               b.select(cmp(b, x, minus_one, CompareDirection::kEQ), at_minus_one, zero));
+  return b.select(negative, neg_result, r);
+}
+
+// ---- lowerings ----
+
+// add/sub/rsub with alpha: lhs op alpha * rhs.
+LoweringFn with_alpha(const char* stablehlo_op, bool reversed) {
+  return [stablehlo_op, reversed](LoweringContext& ctx) -> std::vector<Value> {
+    ElementType ct = compute_dtype(ctx);
+    Value a = operand(ctx, reversed ? 1 : 0, ct);
+    Value b = operand(ctx, reversed ? 0 : 1, ct);
+    size_t alpha = ctx.index_of("alpha");
+    if (!ctx.is_none(alpha)) b = ctx.b.mul(b, operand(ctx, alpha, ct));
+    return {finish(ctx, ctx.b.binary(stablehlo_op, a, b))};
+  };
+}
+
+using BinaryFn = std::function<Value(FunctionBuilder&, Value, Value)>;
+
+// out = f(arg lhs, arg rhs) computed in the result's opmath dtype.
+LoweringFn binary_fn(BinaryFn f, size_t lhs = 0, size_t rhs = 1) {
+  return [f, lhs, rhs](LoweringContext& ctx) -> std::vector<Value> {
+    ElementType ct = compute_dtype(ctx);
+    return {finish(ctx, f(ctx.b, operand(ctx, lhs, ct), operand(ctx, rhs, ct)))};
+  };
+}
+
+LoweringFn binary_op(const char* stablehlo_op) {
+  std::string name = stablehlo_op;
+  return binary_fn([name](FunctionBuilder& b, Value x, Value y) { return b.binary(name, x, y); });
+}
+
+std::vector<Value> lower_div_mode(LoweringContext& ctx) {
+  size_t mode_i = ctx.index_of("rounding_mode");
+  std::string mode = ctx.is_none(mode_i) ? "" : ctx.arg(mode_i).ivalue.toStringRef();
+  ElementType ct = compute_dtype(ctx);
+  Value x = operand(ctx, 0, ct), y = operand(ctx, 1, ct);
+  if (mode.empty()) return {finish(ctx, ctx.b.div(x, y))};
+  if (mode == "trunc") {
+    Value q = ctx.b.div(x, y);
+    return {finish(ctx, is_fp(ct) ? trunc_float(ctx.b, q) : q)};
+  }
+  TORCH_CHECK(mode == "floor", "torchtpu lowering: ", ctx.schema().name(),
+              ": rounding_mode must be None, 'trunc' or 'floor', got '", mode, "'");
+  return {finish(ctx, floor_div(ctx.b, x, y))};
+}
+
+Value pow_any(FunctionBuilder& b, Value x, Value y) {
+  return is_fp(x.dtype()) ? b.binary("stablehlo.power", x, y) : pow_int(b, x, y);
+}
+
+Value fmax_fn(FunctionBuilder& b, Value x, Value y) {
+  Value r = b.max(x, y);
+  if (!is_fp(x.dtype())) return r;
+  r = b.select(is_nan(b, x), y, r);
+  return b.select(is_nan(b, y), x, r);
+}
+
+Value fmin_fn(FunctionBuilder& b, Value x, Value y) {
+  Value r = b.min(x, y);
+  if (!is_fp(x.dtype())) return r;
+  r = b.select(is_nan(b, x), y, r);
+  return b.select(is_nan(b, y), x, r);
+}
+
+// Scaled like std::hypot so large operands do not overflow; inf wins over NaN.
+Value hypot_fn(FunctionBuilder& b, Value x, Value y) {
+  Value ax = b.unary("stablehlo.abs", x), ay = b.unary("stablehlo.abs", y);
+  Value hi = max_nan(b, ax, ay), lo = min_nan(b, ax, ay);
+  Value ratio = b.div(lo, hi);
+  Value r = b.mul(hi, b.unary("stablehlo.sqrt", b.add(cst(b, 1, x), b.mul(ratio, ratio))));
+  r = b.select(eq0(b, hi), cst(b, 0, x), r);
+  return b.select(lor(b, is_inf(b, x), is_inf(b, y)),
+                  cst(b, std::numeric_limits<double>::infinity(), x), r);
+}
+
+Value copysign_fn(FunctionBuilder& b, Value x, Value y) {
+  Value mag = b.unary("stablehlo.abs", x);
+  return b.select(signbit(b, y), b.neg(mag), mag);
+}
+
+// at::native xlogy: 0 where x == 0 (even for y == 0), NaN wherever y is NaN.
+Value xlogy_fn(FunctionBuilder& b, Value x, Value y) {
+  Value r = b.mul(x, b.unary("stablehlo.log", y));
+  r = b.select(eq0(b, x), cst(b, 0, x), r);
+  return b.select(is_nan(b, y), y, r);
+}
+
+// at::native lerp: two formulas so both ends are exact.
+std::vector<Value> lower_lerp(LoweringContext& ctx) {
+  ElementType ct = compute_dtype(ctx);
+  FunctionBuilder& b = ctx.b;
+  Value start = operand(ctx, 0, ct), end = operand(ctx, 1, ct), w = operand(ctx, 2, ct);
+  Value diff = b.sub(end, start);
+  Value small = cmp(b, b.unary("stablehlo.abs", w), cst(b, 0.5, w), CompareDirection::kLT);
+  Value from_start = b.add(start, b.mul(w, diff));
+  Value from_end = b.sub(end, b.mul(diff, b.sub(cst(b, 1, w), w)));
+  return {finish(ctx, b.select(small, from_start, from_end))};
+}
+
+// self + value * t1 (*|/) t2, associating like the CPU kernel.
+LoweringFn addc(const char* stablehlo_op) {
+  return [stablehlo_op](LoweringContext& ctx) -> std::vector<Value> {
+    ElementType ct = compute_dtype(ctx);
+    FunctionBuilder& b = ctx.b;
+    Value self = operand(ctx, 0, ct), t1 = operand(ctx, 1, ct), t2 = operand(ctx, 2, ct);
+    Value value = operand(ctx, ctx.index_of("value"), ct);
+    return {finish(ctx, b.add(self, b.binary(stablehlo_op, b.mul(value, t1), t2)))};
+  };
+}
+
+TORCHTPU_LOWERING("aten::add.Tensor", with_alpha("stablehlo.add", false));
+TORCHTPU_LOWERING("aten::add.Scalar", with_alpha("stablehlo.add", false));
+TORCHTPU_LOWERING("aten::sub.Tensor", with_alpha("stablehlo.subtract", false));
+TORCHTPU_LOWERING("aten::sub.Scalar", with_alpha("stablehlo.subtract", false));
+TORCHTPU_LOWERING("aten::rsub.Tensor", with_alpha("stablehlo.subtract", true));
+TORCHTPU_LOWERING("aten::rsub.Scalar", with_alpha("stablehlo.subtract", true));
+TORCHTPU_LOWERING("aten::mul.Tensor", binary_op("stablehlo.multiply"));
+TORCHTPU_LOWERING("aten::mul.Scalar", binary_op("stablehlo.multiply"));
+TORCHTPU_LOWERING("aten::div.Tensor", binary_op("stablehlo.divide"));
+TORCHTPU_LOWERING("aten::div.Scalar", binary_op("stablehlo.divide"));
+TORCHTPU_LOWERING("aten::true_divide.Tensor", binary_op("stablehlo.divide"));
+TORCHTPU_LOWERING("aten::true_divide.Scalar", binary_op("stablehlo.divide"));
+TORCHTPU_LOWERING("aten::div.Tensor_mode", lower_div_mode);
+TORCHTPU_LOWERING("aten::div.Scalar_mode", lower_div_mode);
+TORCHTPU_LOWERING("aten::floor_divide", binary_fn(floor_div));
+TORCHTPU_LOWERING("aten::floor_divide.Scalar", binary_fn(floor_div));
+TORCHTPU_LOWERING("aten::remainder.Tensor", binary_fn(python_remainder));
+TORCHTPU_LOWERING("aten::remainder.Scalar", binary_fn(python_remainder));
+TORCHTPU_LOWERING("aten::remainder.Scalar_Tensor", binary_fn(python_remainder));
+TORCHTPU_LOWERING("aten::fmod.Tensor", binary_op("stablehlo.remainder"));
+TORCHTPU_LOWERING("aten::fmod.Scalar", binary_op("stablehlo.remainder"));
+TORCHTPU_LOWERING("aten::pow.Tensor_Tensor", binary_fn(pow_any));
+TORCHTPU_LOWERING("aten::pow.Tensor_Scalar", binary_fn(pow_any));
+TORCHTPU_LOWERING("aten::pow.Scalar", binary_fn(pow_any));
+TORCHTPU_LOWERING("aten::atan2", binary_op("stablehlo.atan2"));
+TORCHTPU_LOWERING("aten::maximum", binary_fn(max_nan));
+TORCHTPU_LOWERING("aten::minimum", binary_fn(min_nan));
+TORCHTPU_LOWERING("aten::fmax", binary_fn(fmax_fn));
+TORCHTPU_LOWERING("aten::fmin", binary_fn(fmin_fn));
+TORCHTPU_LOWERING("aten::hypot", binary_fn(hypot_fn));
+TORCHTPU_LOWERING("aten::copysign.Tensor", binary_fn(copysign_fn));
+TORCHTPU_LOWERING("aten::copysign.Scalar", binary_fn(copysign_fn));
+TORCHTPU_LOWERING("aten::xlogy.Tensor", binary_fn(xlogy_fn));
+TORCHTPU_LOWERING("aten::xlogy.Scalar_Self", binary_fn(xlogy_fn));
+TORCHTPU_LOWERING("aten::xlogy.Scalar_Other", binary_fn(xlogy_fn));
+TORCHTPU_LOWERING("aten::lerp.Scalar", lower_lerp);
+TORCHTPU_LOWERING("aten::lerp.Tensor", lower_lerp);
+TORCHTPU_LOWERING("aten::addcmul", addc("stablehlo.multiply"));
+TORCHTPU_LOWERING("aten::addcdiv", addc("stablehlo.divide"));
+
+}  // namespace
+}  // namespace torchtpu::lowering

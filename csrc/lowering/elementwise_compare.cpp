@@ -1,0 +1,171 @@
+// Comparisons, logical and bitwise ops, shifts, where/masked_fill and clamp.
+// Comparisons run in the promoted dtype of their operands (not opmath): PyTorch rounds a
+// Python scalar to a half tensor's dtype before comparing, so `x == 0.1` holds for f16 x = 0.1.
+#include <ATen/core/function_schema.h>
+#include <c10/util/Exception.h>
+
+#include <functional>
+#include <string>
+
+#include "lowering/lowering.h"
+
+namespace torchtpu::lowering {
+namespace {
+
+using shlo::CompareDirection;
+
+bool is_fp(ElementType t) { return shlo::is_float(t); }
+
+Value cst(FunctionBuilder& b, double v, const Value& like) { return b.constant(v, like.type); }
+Value is_nan(FunctionBuilder& b, Value x) { return b.compare(x, x, CompareDirection::kNE); }
+
+// XLA's maximum/minimum return the non-NaN operand on CPU; PyTorch's clamp propagates NaN.
+Value max_nan(FunctionBuilder& b, Value x, Value y) {
+  Value r = b.max(x, y);
+  if (!is_fp(x.dtype())) return r;
+  r = b.select(is_nan(b, x), x, r);
+  return b.select(is_nan(b, y), y, r);
+}
+
+Value min_nan(FunctionBuilder& b, Value x, Value y) {
+  Value r = b.min(x, y);
+  if (!is_fp(x.dtype())) return r;
+  r = b.select(is_nan(b, x), x, r);
+  return b.select(is_nan(b, y), y, r);
+}
+
+// Argument i broadcast to the result shape, in dtype `dt`.
+Value operand(LoweringContext& ctx, size_t i, ElementType dt) {
+  return coerce(ctx.b, ctx.tensor(i), ctx.out_type().with_dtype(dt));
+}
+
+Value finish(LoweringContext& ctx, Value v) { return coerce(ctx.b, v, ctx.out_type()); }
+
+LoweringFn comparison(CompareDirection dir) {
+  return [dir](LoweringContext& ctx) -> std::vector<Value> {
+    ElementType ct = to_element_type(ctx.promoted_type({0, 1}));
+    return {finish(ctx, ctx.b.compare(operand(ctx, 0, ct), operand(ctx, 1, ct), dir))};
+  };
+}
+
+LoweringFn logical(const char* stablehlo_op) {
+  return [stablehlo_op](LoweringContext& ctx) -> std::vector<Value> {
+    Value p = operand(ctx, 0, ElementType::kPred), q = operand(ctx, 1, ElementType::kPred);
+    return {finish(ctx, ctx.b.binary(stablehlo_op, p, q))};
+  };
+}
+
+// and/or/xor in the result dtype (integers or bool).
+LoweringFn bitwise(const char* stablehlo_op) {
+  return [stablehlo_op](LoweringContext& ctx) -> std::vector<Value> {
+    ElementType ct = ctx.out_type().dtype;
+    TORCH_CHECK(!is_fp(ct), "torchtpu lowering: ", ctx.schema().name(),
+                " needs integer or bool operands");
+    return {ctx.b.binary(stablehlo_op, operand(ctx, 0, ct), operand(ctx, 1, ct))};
+  };
+}
+
+// StableHLO shifts treat the amount as unsigned, so a negative or too large amount gives 0
+// (left) or the sign fill (right), which is what PyTorch's shift kernels do.
+LoweringFn shift(bool left) {
+  return [left](LoweringContext& ctx) -> std::vector<Value> {
+    ElementType ct = ctx.out_type().dtype;
+    TORCH_CHECK(shlo::is_integer(ct), "torchtpu lowering: ", ctx.schema().name(),
+                " needs integer operands");
+    const char* op = left                      ? "stablehlo.shift_left"
+                     : shlo::is_signed_int(ct) ? "stablehlo.shift_right_arithmetic"
+                                               : "stablehlo.shift_right_logical";
+    return {ctx.b.binary(op, operand(ctx, 0, ct), operand(ctx, 1, ct))};
+  };
+}
+
+std::vector<Value> lower_where(LoweringContext& ctx) {
+  ElementType ct = ctx.out_type().dtype;
+  Value cond = operand(ctx, 0, ElementType::kPred);
+  return {ctx.b.select(cond, operand(ctx, 1, ct), operand(ctx, 2, ct))};
+}
+
+std::vector<Value> lower_masked_fill(LoweringContext& ctx) {
+  ElementType ct = ctx.out_type().dtype;
+  Value mask = operand(ctx, 1, ElementType::kPred);
+  return {ctx.b.select(mask, operand(ctx, 2, ct), operand(ctx, 0, ct))};
+}
+
+// min(max(x, lo), hi): NaN in x or a bound propagates, and lo > hi gives hi, as in PyTorch.
+// Bool clamps run in i8 so maximum/minimum act as or/and.
+std::vector<Value> clamp_impl(LoweringContext& ctx, std::optional<size_t> lo,
+                              std::optional<size_t> hi) {
+  ElementType out = ctx.out_type().dtype;
+  ElementType ct = out == ElementType::kPred ? ElementType::kS8 : out;
+  Value r = operand(ctx, 0, ct);
+  if (lo && !ctx.is_none(*lo)) r = max_nan(ctx.b, r, operand(ctx, *lo, ct));
+  if (hi && !ctx.is_none(*hi)) r = min_nan(ctx.b, r, operand(ctx, *hi, ct));
+  return {finish(ctx, r)};
+}
+
+std::vector<Value> lower_clamp(LoweringContext& ctx) {
+  return clamp_impl(ctx, ctx.index_of("min"), ctx.index_of("max"));
+}
+
+std::vector<Value> lower_clamp_min(LoweringContext& ctx) {
+  return clamp_impl(ctx, ctx.index_of("min"), std::nullopt);
+}
+
+std::vector<Value> lower_clamp_max(LoweringContext& ctx) {
+  return clamp_impl(ctx, std::nullopt, ctx.index_of("max"));
+}
+
+TORCHTPU_LOWERING("aten::eq.Tensor", comparison(CompareDirection::kEQ));
+TORCHTPU_LOWERING("aten::eq.Scalar", comparison(CompareDirection::kEQ));
+TORCHTPU_LOWERING("aten::ne.Tensor", comparison(CompareDirection::kNE));
+TORCHTPU_LOWERING("aten::ne.Scalar", comparison(CompareDirection::kNE));
+TORCHTPU_LOWERING("aten::lt.Tensor", comparison(CompareDirection::kLT));
+TORCHTPU_LOWERING("aten::lt.Scalar", comparison(CompareDirection::kLT));
+TORCHTPU_LOWERING("aten::le.Tensor", comparison(CompareDirection::kLE));
+TORCHTPU_LOWERING("aten::le.Scalar", comparison(CompareDirection::kLE));
+TORCHTPU_LOWERING("aten::gt.Tensor", comparison(CompareDirection::kGT));
+TORCHTPU_LOWERING("aten::gt.Scalar", comparison(CompareDirection::kGT));
+TORCHTPU_LOWERING("aten::ge.Tensor", comparison(CompareDirection::kGE));
+TORCHTPU_LOWERING("aten::ge.Scalar", comparison(CompareDirection::kGE));
+
+TORCHTPU_LOWERING("aten::logical_and", logical("stablehlo.and"));
+TORCHTPU_LOWERING("aten::logical_or", logical("stablehlo.or"));
+TORCHTPU_LOWERING("aten::logical_xor", logical("stablehlo.xor"));
+
+TORCHTPU_LOWERING("aten::bitwise_and.Tensor", bitwise("stablehlo.and"));
+TORCHTPU_LOWERING("aten::bitwise_and.Scalar", bitwise("stablehlo.and"));
+TORCHTPU_LOWERING("aten::bitwise_and.Scalar_Tensor", bitwise("stablehlo.and"));
+TORCHTPU_LOWERING("aten::bitwise_or.Tensor", bitwise("stablehlo.or"));
+TORCHTPU_LOWERING("aten::bitwise_or.Scalar", bitwise("stablehlo.or"));
+TORCHTPU_LOWERING("aten::bitwise_or.Scalar_Tensor", bitwise("stablehlo.or"));
+TORCHTPU_LOWERING("aten::bitwise_xor.Tensor", bitwise("stablehlo.xor"));
+TORCHTPU_LOWERING("aten::bitwise_xor.Scalar", bitwise("stablehlo.xor"));
+TORCHTPU_LOWERING("aten::bitwise_xor.Scalar_Tensor", bitwise("stablehlo.xor"));
+
+TORCHTPU_LOWERING("aten::bitwise_left_shift.Tensor", shift(true));
+TORCHTPU_LOWERING("aten::bitwise_left_shift.Tensor_Scalar", shift(true));
+TORCHTPU_LOWERING("aten::bitwise_left_shift.Scalar_Tensor", shift(true));
+TORCHTPU_LOWERING("aten::bitwise_right_shift.Tensor", shift(false));
+TORCHTPU_LOWERING("aten::bitwise_right_shift.Tensor_Scalar", shift(false));
+TORCHTPU_LOWERING("aten::bitwise_right_shift.Scalar_Tensor", shift(false));
+TORCHTPU_LOWERING("aten::__lshift__.Tensor", shift(true));
+TORCHTPU_LOWERING("aten::__lshift__.Scalar", shift(true));
+TORCHTPU_LOWERING("aten::__rshift__.Tensor", shift(false));
+TORCHTPU_LOWERING("aten::__rshift__.Scalar", shift(false));
+
+TORCHTPU_LOWERING("aten::where.self", lower_where);
+TORCHTPU_LOWERING("aten::where.ScalarSelf", lower_where);
+TORCHTPU_LOWERING("aten::where.ScalarOther", lower_where);
+TORCHTPU_LOWERING("aten::where.Scalar", lower_where);
+TORCHTPU_LOWERING("aten::masked_fill.Scalar", lower_masked_fill);
+TORCHTPU_LOWERING("aten::masked_fill.Tensor", lower_masked_fill);
+
+TORCHTPU_LOWERING("aten::clamp", lower_clamp);
+TORCHTPU_LOWERING("aten::clamp.Tensor", lower_clamp);
+TORCHTPU_LOWERING("aten::clamp_min", lower_clamp_min);
+TORCHTPU_LOWERING("aten::clamp_min.Tensor", lower_clamp_min);
+TORCHTPU_LOWERING("aten::clamp_max", lower_clamp_max);
+TORCHTPU_LOWERING("aten::clamp_max.Tensor", lower_clamp_max);
+
+}  // namespace
+}  // namespace torchtpu::lowering

@@ -1,0 +1,274 @@
+// Unary elementwise math. Integer inputs of float ops promote to the result dtype PyTorch
+// reports (out_type); f16/bf16 math runs in f32 and rounds once, like PyTorch's CPU kernels,
+// so transcendental results match CPU within tolerance. Functions StableHLO lacks (asin,
+// sinh, erf, ...) use CHLO, which the PJRT plugins' StableHLO parsers legalize.
+#include <c10/util/Exception.h>
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <string>
+
+#include "lowering/lowering.h"
+
+namespace torchtpu::lowering {
+namespace {
+
+using shlo::CompareDirection;
+
+bool is_half(ElementType t) { return t == ElementType::kF16 || t == ElementType::kBF16; }
+bool is_fp(ElementType t) { return shlo::is_float(t); }
+ElementType opmath(ElementType t) { return is_half(t) ? ElementType::kF32 : t; }
+
+Value cst(FunctionBuilder& b, double v, const Value& like) { return b.constant(v, like.type); }
+Value cmp(FunctionBuilder& b, Value x, Value y, CompareDirection d) { return b.compare(x, y, d); }
+Value lt0(FunctionBuilder& b, Value x) { return cmp(b, x, cst(b, 0, x), CompareDirection::kLT); }
+Value is_nan(FunctionBuilder& b, Value x) { return cmp(b, x, x, CompareDirection::kNE); }
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+Value trunc_float(FunctionBuilder& b, Value x) {
+  return b.select(lt0(b, x), b.unary("stablehlo.ceil", x), b.unary("stablehlo.floor", x));
+}
+
+// Sign bit of a float, so -0.0 and -NaN count as negative like std::signbit.
+Value signbit(FunctionBuilder& b, Value x) {
+  if (!is_fp(x.dtype())) return lt0(b, x);
+  ElementType bits = shlo::bit_width(x.dtype()) == 16   ? ElementType::kS16
+                     : shlo::bit_width(x.dtype()) == 32 ? ElementType::kS32
+                                                        : ElementType::kS64;
+  return lt0(b, b.bitcast_convert(x, bits));
+}
+
+double max_finite(ElementType t) {
+  switch (t) {
+    case ElementType::kF16:
+      return 65504.0;
+    case ElementType::kBF16:
+      return 3.3895313892515355e38;
+    case ElementType::kF32:
+      return std::numeric_limits<float>::max();
+    default:
+      return std::numeric_limits<double>::max();
+  }
+}
+
+// The input broadcast to the result shape, in dtype `dt`.
+Value input(LoweringContext& ctx, ElementType dt) {
+  return coerce(ctx.b, ctx.tensor(0), ctx.out_type().with_dtype(dt));
+}
+
+Value finish(LoweringContext& ctx, Value v) { return coerce(ctx.b, v, ctx.out_type()); }
+
+using UnaryFn = std::function<Value(FunctionBuilder&, Value)>;
+
+// f(x) evaluated in the result's opmath dtype (integer inputs convert to the float result).
+LoweringFn float_math(UnaryFn f) {
+  return [f](LoweringContext& ctx) -> std::vector<Value> {
+    return {finish(ctx, f(ctx.b, input(ctx, opmath(ctx.out_type().dtype))))};
+  };
+}
+
+LoweringFn float_op(const char* name) {
+  std::string op = name;
+  return float_math([op](FunctionBuilder& b, Value x) { return b.unary(op, x); });
+}
+
+// Exact on floats and the identity on integers and bool (floor, ceil, round, trunc).
+LoweringFn integral_identity(UnaryFn f) {
+  return [f](LoweringContext& ctx) -> std::vector<Value> {
+    Value x = input(ctx, ctx.out_type().dtype);
+    return {is_fp(x.dtype()) ? f(ctx.b, x) : x};
+  };
+}
+
+// A predicate on the input in its own dtype; `int_value` is the answer for integers and bool.
+LoweringFn float_predicate(UnaryFn f, bool int_value) {
+  return [f, int_value](LoweringContext& ctx) -> std::vector<Value> {
+    Value x = ctx.tensor(0);
+    if (!is_fp(x.dtype())) return {full_like_type(ctx.b, int_value ? 1 : 0, ctx.out_type())};
+    return {finish(ctx, f(ctx.b, x))};
+  };
+}
+
+std::vector<Value> lower_abs(LoweringContext& ctx) {
+  Value x = input(ctx, ctx.out_type().dtype);
+  if (shlo::is_unsigned_int(x.dtype()) || x.dtype() == ElementType::kPred) return {x};
+  return {ctx.b.unary("stablehlo.abs", x)};
+}
+
+std::vector<Value> lower_neg(LoweringContext& ctx) {
+  return {ctx.b.neg(input(ctx, ctx.out_type().dtype))};
+}
+
+// (x > 0) - (x < 0): sign(NaN) and sign(-0.0) are +0 in PyTorch, unlike stablehlo.sign.
+std::vector<Value> lower_sign(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  Value x = input(ctx, ctx.out_type().dtype);
+  if (x.dtype() == ElementType::kPred) return {x};
+  Value pos = b.convert(cmp(b, x, cst(b, 0, x), CompareDirection::kGT), x.dtype());
+  if (shlo::is_unsigned_int(x.dtype())) return {pos};
+  return {b.sub(pos, b.convert(lt0(b, x), x.dtype()))};
+}
+
+std::vector<Value> lower_round_decimals(LoweringContext& ctx) {
+  int64_t decimals = ctx.int_arg(ctx.index_of("decimals"));
+  ElementType out = ctx.out_type().dtype;
+  TORCH_CHECK(is_fp(out), "torchtpu lowering: round.decimals needs a floating point input");
+  FunctionBuilder& b = ctx.b;
+  Value x = input(ctx, opmath(out));
+  // Same ten_pow and operation order as at::native round_decimals_kernel.
+  double scale = std::pow(10.0, static_cast<double>(decimals < 0 ? -decimals : decimals));
+  if (x.dtype() == ElementType::kF32) scale = static_cast<float>(scale);
+  Value s = cst(b, scale, x);
+  Value r = decimals < 0 ? b.mul(b.unary("stablehlo.round_nearest_even", b.div(x, s)), s)
+                         : b.div(b.unary("stablehlo.round_nearest_even", b.mul(x, s)), s);
+  return {finish(ctx, r)};
+}
+
+// log(z / (1 - z)) with z clamped to [eps, 1 - eps] when eps is given (eps < 0: no clamp).
+std::vector<Value> lower_logit(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  Value x = input(ctx, opmath(ctx.out_type().dtype));
+  size_t eps_i = ctx.index_of("eps");
+  if (!ctx.is_none(eps_i) && ctx.double_arg(eps_i) >= 0) {
+    double eps = ctx.double_arg(eps_i);
+    Value lo = cst(b, eps, x), hi = cst(b, 1.0 - eps, x);
+    x = b.select(cmp(b, x, lo, CompareDirection::kLT), lo,
+                 b.select(cmp(b, x, hi, CompareDirection::kGT), hi, x));
+  }
+  Value r = b.unary("stablehlo.log", b.div(x, b.sub(cst(b, 1, x), x)));
+  return {finish(ctx, r)};
+}
+
+std::vector<Value> lower_nan_to_num(LoweringContext& ctx) {
+  Value x = input(ctx, ctx.out_type().dtype);
+  if (!is_fp(x.dtype())) return {x};
+  FunctionBuilder& b = ctx.b;
+  auto value_or = [&](const char* name, double fallback) {
+    size_t i = ctx.index_of(name);
+    return cst(b, ctx.is_none(i) ? fallback : ctx.double_arg(i), x);
+  };
+  double big = max_finite(x.dtype());
+  Value r = b.select(is_nan(b, x), value_or("nan", 0.0), x);
+  r = b.select(cmp(b, x, cst(b, kInf, x), CompareDirection::kEQ), value_or("posinf", big), r);
+  return {
+      b.select(cmp(b, x, cst(b, -kInf, x), CompareDirection::kEQ), value_or("neginf", -big), r)};
+}
+
+std::vector<Value> lower_signbit(LoweringContext& ctx) {
+  Value x = ctx.tensor(0);
+  if (x.dtype() == ElementType::kPred || shlo::is_unsigned_int(x.dtype())) {
+    return {full_like_type(ctx.b, 0, ctx.out_type())};
+  }
+  return {finish(ctx, signbit(ctx.b, x))};
+}
+
+std::vector<Value> lower_bitwise_not(LoweringContext& ctx) {
+  Value x = input(ctx, ctx.out_type().dtype);
+  TORCH_CHECK(!is_fp(x.dtype()), "torchtpu lowering: bitwise_not needs an integer or bool input");
+  return {ctx.b.unary("stablehlo.not", x)};
+}
+
+std::vector<Value> lower_logical_not(LoweringContext& ctx) {
+  Value p = ctx.b.convert(ctx.tensor(0), ElementType::kPred);
+  return {finish(ctx, ctx.b.unary("stablehlo.not", p))};
+}
+
+std::vector<Value> lower_square(LoweringContext& ctx) {
+  ElementType out = ctx.out_type().dtype;
+  ElementType ct = is_half(out)                ? ElementType::kF32
+                   : out == ElementType::kPred ? ElementType::kS8
+                                               : out;
+  Value x = input(ctx, ct);
+  return {finish(ctx, ctx.b.mul(x, x))};
+}
+
+Value log_scaled(FunctionBuilder& b, Value x, double inv_ln_base) {
+  return b.mul(b.unary("stablehlo.log", x), cst(b, inv_ln_base, x));
+}
+
+TORCHTPU_LOWERING("aten::abs", lower_abs);
+TORCHTPU_LOWERING("aten::neg", lower_neg);
+TORCHTPU_LOWERING("aten::sign", lower_sign);
+TORCHTPU_LOWERING("aten::sgn", lower_sign);
+TORCHTPU_LOWERING("aten::exp", float_op("stablehlo.exponential"));
+TORCHTPU_LOWERING("aten::exp2", float_math([](FunctionBuilder& b, Value x) {
+                    return b.binary("stablehlo.power", cst(b, 2, x), x);
+                  }));
+TORCHTPU_LOWERING("aten::expm1", float_op("stablehlo.exponential_minus_one"));
+TORCHTPU_LOWERING("aten::log", float_op("stablehlo.log"));
+TORCHTPU_LOWERING("aten::log2", float_math([](FunctionBuilder& b, Value x) {
+                    return log_scaled(b, x, 1.4426950408889634);
+                  }));
+TORCHTPU_LOWERING("aten::log10", float_math([](FunctionBuilder& b, Value x) {
+                    return log_scaled(b, x, 0.43429448190325176);
+                  }));
+TORCHTPU_LOWERING("aten::log1p", float_op("stablehlo.log_plus_one"));
+TORCHTPU_LOWERING("aten::sqrt", float_op("stablehlo.sqrt"));
+TORCHTPU_LOWERING("aten::rsqrt", float_op("stablehlo.rsqrt"));
+TORCHTPU_LOWERING("aten::reciprocal",
+                  float_math([](FunctionBuilder& b, Value x) { return b.div(cst(b, 1, x), x); }));
+TORCHTPU_LOWERING("aten::sin", float_op("stablehlo.sine"));
+TORCHTPU_LOWERING("aten::cos", float_op("stablehlo.cosine"));
+TORCHTPU_LOWERING("aten::tan", float_op("stablehlo.tan"));
+TORCHTPU_LOWERING("aten::tanh", float_op("stablehlo.tanh"));
+TORCHTPU_LOWERING("aten::sigmoid", float_op("stablehlo.logistic"));
+TORCHTPU_LOWERING("aten::asin", float_op("chlo.asin"));
+TORCHTPU_LOWERING("aten::acos", float_op("chlo.acos"));
+TORCHTPU_LOWERING("aten::atan", float_op("chlo.atan"));
+TORCHTPU_LOWERING("aten::sinh", float_op("chlo.sinh"));
+TORCHTPU_LOWERING("aten::cosh", float_op("chlo.cosh"));
+TORCHTPU_LOWERING("aten::asinh", float_op("chlo.asinh"));
+TORCHTPU_LOWERING("aten::acosh", float_op("chlo.acosh"));
+TORCHTPU_LOWERING("aten::atanh", float_op("chlo.atanh"));
+TORCHTPU_LOWERING("aten::erf", float_op("chlo.erf"));
+TORCHTPU_LOWERING("aten::erfc", float_op("chlo.erfc"));
+TORCHTPU_LOWERING("aten::erfinv", float_op("chlo.erf_inv"));
+TORCHTPU_LOWERING("aten::floor", integral_identity([](FunctionBuilder& b, Value x) {
+                    return b.unary("stablehlo.floor", x);
+                  }));
+TORCHTPU_LOWERING("aten::ceil", integral_identity([](FunctionBuilder& b, Value x) {
+                    return b.unary("stablehlo.ceil", x);
+                  }));
+TORCHTPU_LOWERING("aten::round", integral_identity([](FunctionBuilder& b, Value x) {
+                    return b.unary("stablehlo.round_nearest_even", x);
+                  }));
+TORCHTPU_LOWERING("aten::trunc", integral_identity(trunc_float));
+TORCHTPU_LOWERING("aten::fix", integral_identity(trunc_float));
+TORCHTPU_LOWERING("aten::round.decimals", lower_round_decimals);
+TORCHTPU_LOWERING("aten::frac", float_math([](FunctionBuilder& b, Value x) {
+                    return b.sub(x, trunc_float(b, x));
+                  }));
+TORCHTPU_LOWERING("aten::logit", lower_logit);
+TORCHTPU_LOWERING("aten::nan_to_num", lower_nan_to_num);
+TORCHTPU_LOWERING("aten::isnan", float_predicate(is_nan, false));
+TORCHTPU_LOWERING("aten::isinf", float_predicate(
+                                     [](FunctionBuilder& b, Value x) {
+                                       return cmp(b, b.unary("stablehlo.abs", x), cst(b, kInf, x),
+                                                  CompareDirection::kEQ);
+                                     },
+                                     false));
+TORCHTPU_LOWERING("aten::isposinf", float_predicate(
+                                        [](FunctionBuilder& b, Value x) {
+                                          return cmp(b, x, cst(b, kInf, x), CompareDirection::kEQ);
+                                        },
+                                        false));
+TORCHTPU_LOWERING("aten::isneginf", float_predicate(
+                                        [](FunctionBuilder& b, Value x) {
+                                          return cmp(b, x, cst(b, -kInf, x), CompareDirection::kEQ);
+                                        },
+                                        false));
+TORCHTPU_LOWERING("aten::isfinite", float_predicate(
+                                        [](FunctionBuilder& b, Value x) {
+                                          return b.op("stablehlo.is_finite", {x},
+                                                      x.type.with_dtype(ElementType::kPred));
+                                        },
+                                        true));
+TORCHTPU_LOWERING("aten::signbit", lower_signbit);
+TORCHTPU_LOWERING("aten::bitwise_not", lower_bitwise_not);
+TORCHTPU_LOWERING("aten::logical_not", lower_logical_not);
+TORCHTPU_LOWERING("aten::square", lower_square);
+
+}  // namespace
+}  // namespace torchtpu::lowering

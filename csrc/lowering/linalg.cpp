@@ -1,0 +1,71 @@
+// Matrix products on stablehlo.dot_general. bf16/f16 products ask for an f32 result (the
+// preferred element type) and round once, as CPU's BLAS paths accumulate in f32; integer
+// products stay in their own type so they are exact (and wrap like CPU on overflow).
+#include "lowering/lowering.h"
+
+namespace torchtpu::lowering {
+namespace {
+
+using shlo::CompareDirection;
+
+ElementType acc_type(ElementType t) {
+  return t == ElementType::kBF16 || t == ElementType::kF16 ? ElementType::kF32 : t;
+}
+
+struct DotSpec {
+  std::vector<int64_t> lhs_batch, rhs_batch, lhs_contract, rhs_contract;
+};
+
+// lhs x rhs in the accumulation type of the result, with the result's shape.
+Value product(LoweringContext& ctx, Value lhs, Value rhs, const DotSpec& s) {
+  const TensorType& out = ctx.out_type();
+  ElementType acc = acc_type(out.dtype);
+  lhs = ctx.b.convert(lhs, out.dtype);
+  rhs = ctx.b.convert(rhs, out.dtype);
+  return ctx.b.dot_general(lhs, rhs, s.lhs_batch, s.rhs_batch, s.lhs_contract, s.rhs_contract,
+                           TensorType(acc, out.shape));
+}
+
+const DotSpec kMM{{}, {}, {1}, {0}};
+const DotSpec kBMM{{0}, {0}, {2}, {1}};
+const DotSpec kDot{{}, {}, {0}, {0}};
+const DotSpec kMV{{}, {}, {1}, {0}};
+// addbmm sums the batch of products: contracting the batch dim along with k does exactly that.
+const DotSpec kAddBMM{{}, {}, {0, 2}, {0, 1}};
+
+LoweringFn plain(DotSpec spec) {
+  return [spec](LoweringContext& ctx) -> std::vector<Value> {
+    Value p = product(ctx, ctx.tensor(0), ctx.tensor(1), spec);
+    return {ctx.b.convert(p, ctx.out_type().dtype)};
+  };
+}
+
+// beta * self + alpha * (a x b); beta and alpha are runtime Scalars. As documented for addmm,
+// beta == 0 ignores self entirely, so NaN/inf there do not propagate.
+LoweringFn with_bias(DotSpec spec) {
+  return [spec](LoweringContext& ctx) -> std::vector<Value> {
+    FunctionBuilder& b = ctx.b;
+    const TensorType& out = ctx.out_type();
+    Value p = product(ctx, ctx.tensor(1), ctx.tensor(2), spec);
+    TensorType acc_t = p.type;
+    Value self = coerce(b, ctx.tensor(0), acc_t);
+    Value beta = coerce(b, ctx.tensor(ctx.index_of("beta")), acc_t);
+    Value alpha = coerce(b, ctx.tensor(ctx.index_of("alpha")), acc_t);
+    Value zero = b.constant(0, acc_t);
+    Value bias = b.select(b.compare(beta, zero, CompareDirection::kEQ), zero, b.mul(beta, self));
+    Value r = b.add(bias, b.mul(alpha, p));
+    return {b.convert(r, out.dtype)};
+  };
+}
+
+TORCHTPU_LOWERING("aten::mm", plain(kMM));
+TORCHTPU_LOWERING("aten::bmm", plain(kBMM));
+TORCHTPU_LOWERING("aten::dot", plain(kDot));
+TORCHTPU_LOWERING("aten::mv", plain(kMV));
+TORCHTPU_LOWERING("aten::addmm", with_bias(kMM));
+TORCHTPU_LOWERING("aten::baddbmm", with_bias(kBMM));
+TORCHTPU_LOWERING("aten::addbmm", with_bias(kAddBMM));
+TORCHTPU_LOWERING("aten::addmv", with_bias(kMV));
+
+}  // namespace
+}  // namespace torchtpu::lowering

@@ -1,0 +1,235 @@
+#include "lowering/lowering.h"
+
+#include <c10/util/Exception.h>
+
+#include <mutex>
+#include <unordered_map>
+
+namespace torchtpu::lowering {
+namespace {
+
+std::unordered_map<std::string, LoweringFn>& table() {
+  static std::unordered_map<std::string, LoweringFn> t;
+  return t;
+}
+
+// Registration happens from static initializers before any lookup; lookups after load are
+// read-only, but a lock keeps late registration (tests, plugins) safe.
+std::mutex& table_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+enum class Category { kBool = 0, kInt = 1, kFloat = 2 };
+
+Category category(c10::ScalarType t) {
+  if (t == c10::kBool) return Category::kBool;
+  if (c10::isIntegralType(t, /*includeBool=*/false)) return Category::kInt;
+  return Category::kFloat;
+}
+
+}  // namespace
+
+void register_lowering(const std::string& op_name, LoweringFn fn) {
+  std::lock_guard<std::mutex> g(table_mutex());
+  table()[op_name] = std::move(fn);
+}
+
+const LoweringFn* find_lowering(const std::string& op_name) {
+  std::lock_guard<std::mutex> g(table_mutex());
+  auto it = table().find(op_name);
+  return it == table().end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> lowered_op_names() {
+  std::lock_guard<std::mutex> g(table_mutex());
+  std::vector<std::string> names;
+  for (const auto& kv : table()) names.push_back(kv.first);
+  return names;
+}
+
+size_t LoweringContext::index_of(const std::string& name) const {
+  const auto& a = schema_.arguments();
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].name() == name) return i;
+  }
+  TORCH_CHECK(false, "torchtpu lowering: ", schema_.name(), " has no argument '", name, "'");
+}
+
+bool LoweringContext::is_none(size_t i) const {
+  const LArg& a = arg(i);
+  return a.kind == LArg::Kind::kNone || (a.kind == LArg::Kind::kConst && a.ivalue.isNone());
+}
+
+Value LoweringContext::tensor(size_t i) const {
+  const LArg& a = arg(i);
+  TORCH_CHECK(a.kind == LArg::Kind::kTensor || a.kind == LArg::Kind::kScalar,
+              "torchtpu lowering: ", schema_.name(), " argument ", i, " is not a tensor");
+  return a.value;
+}
+
+std::vector<Value> LoweringContext::tensor_list(size_t i) const {
+  const LArg& a = arg(i);
+  TORCH_CHECK(a.kind == LArg::Kind::kTensorList, "torchtpu lowering: ", schema_.name(),
+              " argument ", i, " is not a tensor list");
+  std::vector<Value> out;
+  for (const auto& v : a.values) {
+    if (v) out.push_back(*v);
+  }
+  return out;
+}
+
+int64_t LoweringContext::int_arg(size_t i) const { return arg(i).ivalue.toInt(); }
+
+double LoweringContext::double_arg(size_t i) const {
+  const c10::IValue& v = arg(i).ivalue;
+  if (v.isInt()) return static_cast<double>(v.toInt());
+  if (v.isBool()) return v.toBool() ? 1.0 : 0.0;
+  return v.toDouble();
+}
+
+bool LoweringContext::bool_arg(size_t i) const { return arg(i).ivalue.toBool(); }
+
+std::vector<int64_t> LoweringContext::int_list(size_t i) const {
+  const c10::IValue& v = arg(i).ivalue;
+  if (v.isInt()) return {v.toInt()};
+  if (v.isNone()) return {};
+  return v.toIntVector();
+}
+
+std::optional<int64_t> LoweringContext::optional_int(size_t i) const {
+  if (is_none(i)) return std::nullopt;
+  return arg(i).ivalue.toInt();
+}
+
+std::optional<c10::ScalarType> LoweringContext::optional_dtype(size_t i) const {
+  if (is_none(i)) return std::nullopt;
+  return static_cast<c10::ScalarType>(arg(i).ivalue.toInt());
+}
+
+Value LoweringContext::operand(size_t i, ElementType dtype) const {
+  return b.convert(tensor(i), dtype);
+}
+
+c10::ScalarType LoweringContext::promoted_type(const std::vector<size_t>& indices) const {
+  // Mirrors at::native::ResultTypeState: three tiers, then the higher tier wins unless a
+  // lower tier brings a higher category.
+  c10::ScalarType dim_t = c10::ScalarType::Undefined, zero_t = dim_t, wrapped_t = dim_t;
+  auto merge = [](c10::ScalarType acc, c10::ScalarType t) {
+    return acc == c10::ScalarType::Undefined ? t : c10::promoteTypes(acc, t);
+  };
+  for (size_t i : indices) {
+    const LArg& a = arg(i);
+    if (a.kind == LArg::Kind::kScalar) {
+      const c10::IValue& s = a.ivalue;
+      c10::ScalarType t = s.isDouble() ? c10::typeMetaToScalarType(c10::get_default_dtype())
+                          : s.isBool() ? c10::kBool
+                                       : c10::kLong;
+      wrapped_t = merge(wrapped_t, t);
+    } else if (a.kind == LArg::Kind::kTensor) {
+      c10::ScalarType t = to_scalar_type(a.value.dtype());
+      if (a.value.rank() == 0) {
+        zero_t = merge(zero_t, t);
+      } else {
+        dim_t = merge(dim_t, t);
+      }
+    }
+  }
+  auto combine = [](c10::ScalarType higher, c10::ScalarType lower) {
+    if (higher == c10::ScalarType::Undefined) return lower;
+    if (lower == c10::ScalarType::Undefined) return higher;
+    if (category(lower) > category(higher)) {
+      // A float Python scalar with int tensors gives the default dtype, not double.
+      return lower;
+    }
+    return higher;
+  };
+  return combine(combine(dim_t, zero_t), wrapped_t);
+}
+
+ElementType to_element_type(c10::ScalarType t) {
+  switch (t) {
+    case c10::kBool:
+      return ElementType::kPred;
+    case c10::kByte:
+      return ElementType::kU8;
+    case c10::kChar:
+      return ElementType::kS8;
+    case c10::kShort:
+      return ElementType::kS16;
+    case c10::kInt:
+      return ElementType::kS32;
+    case c10::kLong:
+      return ElementType::kS64;
+    case c10::kHalf:
+      return ElementType::kF16;
+    case c10::kBFloat16:
+      return ElementType::kBF16;
+    case c10::kFloat:
+      return ElementType::kF32;
+    case c10::kDouble:
+      return ElementType::kF64;
+    case c10::kUInt16:
+      return ElementType::kU16;
+    case c10::kUInt32:
+      return ElementType::kU32;
+    case c10::kUInt64:
+      return ElementType::kU64;
+    default:
+      break;
+  }
+  TORCH_CHECK_NOT_IMPLEMENTED(false, "torchtpu: dtype ", t, " is not supported on tpu");
+}
+
+c10::ScalarType to_scalar_type(ElementType t) {
+  switch (t) {
+    case ElementType::kPred:
+      return c10::kBool;
+    case ElementType::kU8:
+      return c10::kByte;
+    case ElementType::kS8:
+      return c10::kChar;
+    case ElementType::kS16:
+      return c10::kShort;
+    case ElementType::kS32:
+      return c10::kInt;
+    case ElementType::kS64:
+      return c10::kLong;
+    case ElementType::kF16:
+      return c10::kHalf;
+    case ElementType::kBF16:
+      return c10::kBFloat16;
+    case ElementType::kF32:
+      return c10::kFloat;
+    case ElementType::kF64:
+      return c10::kDouble;
+    case ElementType::kU16:
+      return c10::kUInt16;
+    case ElementType::kU32:
+      return c10::kUInt32;
+    case ElementType::kU64:
+      return c10::kUInt64;
+  }
+  return c10::kFloat;
+}
+
+TensorType tensor_type(c10::ScalarType t, c10::IntArrayRef sizes) {
+  return TensorType(to_element_type(t), sizes.vec());
+}
+
+int64_t wrap_dim(int64_t dim, int64_t rank) {
+  int64_t r = rank == 0 ? 1 : rank;
+  TORCH_CHECK_INDEX(dim >= -r && dim < r, "Dimension out of range (expected to be in range of [",
+                    -r, ", ", r - 1, "], but got ", dim, ")");
+  return dim < 0 ? dim + r : dim;
+}
+
+Value full_like_type(FunctionBuilder& b, double value, const TensorType& type) {
+  return b.constant(value, type);
+}
+
+Value coerce(FunctionBuilder& b, Value v, const TensorType& type) {
+  return b.broadcast_to(b.convert(v, type.dtype), type.shape);
+}
+
+}  // namespace torchtpu::lowering

@@ -1,0 +1,111 @@
+// The ONE lowering table: aten op (functional overload, e.g. "aten::add.Tensor") + the
+// structure of its arguments -> StableHLO ops. Eager kernels (one op per module) and the
+// torch.compile backend (one FX graph per module) both emit through it.
+#pragma once
+
+#include <ATen/core/function_schema.h>
+#include <ATen/core/ivalue.h>
+#include <c10/core/ScalarType.h>
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "stablehlo/builder.h"
+
+namespace torchtpu::lowering {
+
+using shlo::ElementType;
+using shlo::FunctionBuilder;
+using shlo::TensorType;
+using shlo::Value;
+
+// One schema argument as a lowering sees it.
+struct LArg {
+  enum class Kind {
+    kTensor,      // `value` holds the (already gathered) tensor; an absent optional is kNone
+    kTensorList,  // `values` (absent entries of an optional list are nullopt)
+    kScalar,      // a Scalar *value*: a 0-d runtime argument in `value` (never baked in);
+                  // `ivalue` holds a sample of its Python type (double/int/bool) for promotion
+    kGenerator,   // `value` is a tensor<2xui64> (seed, offset) runtime argument
+    kConst,       // structural: int, int list, bool, double attribute, dtype, string...
+    kNone,
+  };
+  Kind kind = Kind::kNone;
+  Value value;
+  std::vector<std::optional<Value>> values;
+  c10::IValue ivalue;
+};
+
+class LoweringContext {
+ public:
+  LoweringContext(FunctionBuilder& builder, const c10::FunctionSchema& schema,
+                  std::vector<LArg> args, std::vector<TensorType> out_types)
+      : b(builder), schema_(schema), args_(std::move(args)), out_types_(std::move(out_types)) {}
+
+  FunctionBuilder& b;
+
+  const c10::FunctionSchema& schema() const { return schema_; }
+  size_t num_args() const { return args_.size(); }
+  const LArg& arg(size_t i) const { return args_.at(i); }
+  // Index of the argument called `name` in the schema; throws if absent.
+  size_t index_of(const std::string& name) const;
+  // What the op must return, as the meta kernels (eager) or FX fake tensors (compile) say.
+  const std::vector<TensorType>& out_types() const { return out_types_; }
+  const TensorType& out_type(size_t i = 0) const { return out_types_.at(i); }
+
+  bool is_none(size_t i) const;
+  Value tensor(size_t i) const;  // kTensor; throws a clear error otherwise
+  std::vector<Value> tensor_list(size_t i) const;  // kTensorList without absent entries
+  int64_t int_arg(size_t i) const;
+  double double_arg(size_t i) const;
+  bool bool_arg(size_t i) const;
+  std::vector<int64_t> int_list(size_t i) const;  // also accepts a single int
+  std::optional<int64_t> optional_int(size_t i) const;
+  std::optional<c10::ScalarType> optional_dtype(size_t i) const;
+
+  // A tensor or Scalar argument converted to `dtype` (runtime scalars stay runtime).
+  Value operand(size_t i, ElementType dtype) const;
+  // The dtype PyTorch's type promotion gives these tensor/Scalar arguments
+  // (dimensioned tensors > zero-dim tensors > Python scalars; categories bool < int < float).
+  c10::ScalarType promoted_type(const std::vector<size_t>& indices) const;
+
+ private:
+  const c10::FunctionSchema& schema_;
+  std::vector<LArg> args_;
+  std::vector<TensorType> out_types_;
+};
+
+// Returns one Value per schema return (in-place and out= variants are handled by the caller,
+// which lowers their functional form and writes the results back).
+using LoweringFn = std::function<std::vector<Value>(LoweringContext&)>;
+
+// op_name: "aten::add.Tensor" ("aten::relu" when the overload name is empty).
+void register_lowering(const std::string& op_name, LoweringFn fn);
+const LoweringFn* find_lowering(const std::string& op_name);
+std::vector<std::string> lowered_op_names();
+
+// Registers from a static initializer in each op-family file:
+//   TORCHTPU_LOWERING("aten::relu", lower_relu);
+struct LoweringRegistrar {
+  LoweringRegistrar(const char* name, LoweringFn fn) { register_lowering(name, std::move(fn)); }
+};
+#define TORCHTPU_LOWERING_CONCAT_(a, b) a##b
+#define TORCHTPU_LOWERING_CONCAT(a, b) TORCHTPU_LOWERING_CONCAT_(a, b)
+#define TORCHTPU_LOWERING(name, fn)                                                  \
+  static ::torchtpu::lowering::LoweringRegistrar TORCHTPU_LOWERING_CONCAT(registrar_, \
+                                                                         __COUNTER__)(name, fn)
+
+// ---- helpers shared by the op families ----
+ElementType to_element_type(c10::ScalarType t);  // throws for unsupported (complex, quantized)
+c10::ScalarType to_scalar_type(ElementType t);
+TensorType tensor_type(c10::ScalarType t, c10::IntArrayRef sizes);
+// Normalizes a possibly negative dim against `rank`.
+int64_t wrap_dim(int64_t dim, int64_t rank);
+// A 0-d or n-d constant of `type` (value splat).
+Value full_like_type(FunctionBuilder& b, double value, const TensorType& type);
+// Broadcast + convert so `v` has exactly `type`.
+Value coerce(FunctionBuilder& b, Value v, const TensorType& type);
+
+}  // namespace torchtpu::lowering

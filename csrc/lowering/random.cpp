@@ -1,0 +1,293 @@
+// Random sampling on stablehlo.rng_bit_generator (ThreeFry). The Generator argument is a
+// runtime (seed, offset) pair, so reseeding never recompiles. The bits are mapped to values the
+// way PyTorch's CPU transformations do (uniform from `digits` mantissa bits, Box-Muller normals,
+// modulo for integer ranges); the streams differ from CPU's, the distributions do not.
+#include <ATen/core/function_schema.h>
+#include <c10/util/Exception.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "lowering/lowering.h"
+
+namespace torchtpu::lowering {
+namespace {
+
+using shlo::CompareDirection;
+
+const TensorType kState(ElementType::kU64, {2});
+
+std::pair<Value, Value> rng(FunctionBuilder& b, Value state, const TensorType& bits) {
+  std::vector<Value> r = b.op_multi("stablehlo.rng_bit_generator", {state}, {kState, bits},
+                                    "rng_algorithm = #stablehlo<rng_algorithm THREE_FRY>");
+  return {r[0], r[1]};
+}
+
+// `shape` random bits of `bits` type (ui32 or ui64) drawn from the op's generator.
+Value random_bits(LoweringContext& ctx, const std::vector<int64_t>& shape, ElementType bits) {
+  size_t gi = ctx.index_of("generator");
+  const LArg& g = ctx.arg(gi);
+  TORCH_CHECK(g.kind == LArg::Kind::kGenerator, "torchtpu lowering: ", ctx.schema().name(),
+              ": the generator state did not arrive as a runtime value");
+  // ThreeFry uses the state as (key, counter) and counts up from the counter, so states whose
+  // offsets differ by less than the draw size would yield overlapping, shifted streams. One
+  // extra block hashes (seed, offset) into a fresh (key, counter) pair, which decorrelates
+  // consecutive offsets whatever step the runtime advances them by.
+  Value state = rng(ctx.b, g.value, kState).second;
+  return rng(ctx.b, state, TensorType(bits, shape)).second;
+}
+
+int digits(ElementType t) {
+  switch (t) {
+    case ElementType::kF64:
+      return 53;
+    case ElementType::kF16:
+      return 11;
+    case ElementType::kBF16:
+      return 8;
+    default:
+      return 24;
+  }
+}
+
+// f64 for f64 results, else f32 (half types sample in f32, then round).
+ElementType sample_type(ElementType out) {
+  return out == ElementType::kF64 ? ElementType::kF64 : ElementType::kF32;
+}
+
+// Uniform [0, 1) in `ct` from the low `digits` bits, as at::uniform_real_distribution does, so
+// that the value is exact in the result dtype and never rounds up to 1.
+Value uniform01(LoweringContext& ctx, const std::vector<int64_t>& shape, ElementType ct, int d) {
+  FunctionBuilder& b = ctx.b;
+  ElementType bt = d > 32 ? ElementType::kU64 : ElementType::kU32;
+  Value bits = random_bits(ctx, shape, bt);
+  TensorType bits_t(bt, shape);
+  uint64_t mask = (uint64_t{1} << d) - 1;
+  Value masked =
+      b.binary("stablehlo.and", bits, b.constant_int(static_cast<int64_t>(mask), bits_t));
+  Value x = b.convert(masked, ct);
+  return b.mul(x, b.constant(std::ldexp(1.0, -d), TensorType(ct, shape)));
+}
+
+Value uniform01_for(LoweringContext& ctx, const TensorType& out) {
+  ElementType ct = sample_type(out.dtype);
+  return uniform01(ctx, out.shape, ct, shlo::is_float(out.dtype) ? digits(out.dtype) : digits(ct));
+}
+
+// rng_bit_generator over zero elements is pointless (and not every backend accepts it).
+bool empty_result(LoweringContext& ctx, std::vector<Value>& result) {
+  const TensorType& out = ctx.out_type();
+  if (out.numel() != 0) return false;
+  result = {ctx.b.broadcast_to(ctx.b.constant(0, TensorType(out.dtype, {})), out.shape)};
+  return true;
+}
+
+std::vector<Value> lower_uniform(LoweringContext& ctx) {
+  std::vector<Value> r;
+  if (empty_result(ctx, r)) return r;
+  FunctionBuilder& b = ctx.b;
+  const TensorType& out = ctx.out_type();
+  double from = ctx.double_arg(1), to = ctx.double_arg(2);
+  Value u = uniform01_for(ctx, out);
+  Value v = b.add(b.mul(u, b.constant(to - from, u.type)), b.constant(from, u.type));
+  return {b.convert(v, out.dtype)};
+}
+
+// Standard normal samples by Box-Muller: sqrt(-2 ln(1 - u1)) * cos(2 pi u2).
+Value standard_normal(LoweringContext& ctx, const TensorType& out) {
+  FunctionBuilder& b = ctx.b;
+  ElementType ct = sample_type(out.dtype);
+  int64_t n = out.numel();
+  Value u = uniform01(ctx, {2, n}, ct, digits(ct));
+  TensorType row(ct, {n});
+  Value u1 = b.reshape(b.slice(u, {0, 0}, {1, n}, {1, 1}), {n});
+  Value u2 = b.reshape(b.slice(u, {1, 0}, {2, n}, {1, 1}), {n});
+  Value one_minus = b.sub(b.constant(1, row), u1);  // in (0, 1], so the log is finite
+  Value radius =
+      b.unary("stablehlo.sqrt", b.mul(b.constant(-2, row), b.unary("stablehlo.log", one_minus)));
+  Value theta = b.mul(b.constant(2 * M_PI, row), u2);
+  Value z = b.mul(radius, b.unary("stablehlo.cosine", theta));
+  return b.reshape(z, out.shape);
+}
+
+// mean/std as either structural floats or tensors, by argument name.
+Value param(LoweringContext& ctx, const char* name, const TensorType& t) {
+  size_t i = ctx.index_of(name);
+  if (ctx.arg(i).kind == LArg::Kind::kTensor) return coerce(ctx.b, ctx.tensor(i), t);
+  return ctx.b.constant(ctx.double_arg(i), t);
+}
+
+std::vector<Value> lower_normal(LoweringContext& ctx) {
+  std::vector<Value> r;
+  if (empty_result(ctx, r)) return r;
+  FunctionBuilder& b = ctx.b;
+  const TensorType& out = ctx.out_type();
+  Value z = standard_normal(ctx, out);
+  Value mean = param(ctx, "mean", z.type);
+  Value std = param(ctx, "std", z.type);
+  return {b.convert(b.add(mean, b.mul(std, z)), out.dtype)};
+}
+
+// Bernoulli draws: 1 where u < p. `p` is the float argument, a tensor argument, or self.
+LoweringFn bernoulli(const char* p_name) {
+  return [p_name](LoweringContext& ctx) -> std::vector<Value> {
+    std::vector<Value> r;
+    if (empty_result(ctx, r)) return r;
+    FunctionBuilder& b = ctx.b;
+    const TensorType& out = ctx.out_type();
+    ElementType ct = sample_type(out.dtype);
+    Value u = uniform01(ctx, out.shape, ct, digits(ct));
+    Value p = p_name ? param(ctx, p_name, u.type) : coerce(b, ctx.tensor(0), u.type);
+    return {b.convert(b.compare(u, p, CompareDirection::kLT), out.dtype)};
+  };
+}
+
+std::vector<Value> lower_exponential(LoweringContext& ctx) {
+  std::vector<Value> r;
+  if (empty_result(ctx, r)) return r;
+  FunctionBuilder& b = ctx.b;
+  const TensorType& out = ctx.out_type();
+  Value u = uniform01_for(ctx, out);
+  // -log(1 - u) / lambda: u < 1, so the sample is finite.
+  Value e = b.neg(b.unary("stablehlo.log_plus_one", b.neg(u)));
+  Value v = b.div(e, b.constant(ctx.double_arg(1), u.type));
+  return {b.convert(v, out.dtype)};
+}
+
+std::vector<Value> lower_log_normal(LoweringContext& ctx) {
+  std::vector<Value> r;
+  if (empty_result(ctx, r)) return r;
+  FunctionBuilder& b = ctx.b;
+  const TensorType& out = ctx.out_type();
+  Value z = standard_normal(ctx, out);
+  Value v = b.add(param(ctx, "mean", z.type), b.mul(param(ctx, "std", z.type), z));
+  return {b.convert(b.unary("stablehlo.exponential", v), out.dtype)};
+}
+
+// median + sigma * tan(pi * (u - 1/2)), with tan spelled as sin/cos.
+std::vector<Value> lower_cauchy(LoweringContext& ctx) {
+  std::vector<Value> r;
+  if (empty_result(ctx, r)) return r;
+  FunctionBuilder& b = ctx.b;
+  const TensorType& out = ctx.out_type();
+  Value u = uniform01_for(ctx, out);
+  Value angle = b.mul(b.constant(M_PI, u.type), b.sub(u, b.constant(0.5, u.type)));
+  Value tan = b.div(b.unary("stablehlo.sine", angle), b.unary("stablehlo.cosine", angle));
+  Value v = b.add(param(ctx, "median", u.type), b.mul(param(ctx, "sigma", u.type), tan));
+  return {b.convert(v, out.dtype)};
+}
+
+// Number of trials to the first success: ceil(log(u) / log(1 - p)) with u in (0, 1].
+std::vector<Value> lower_geometric(LoweringContext& ctx) {
+  std::vector<Value> r;
+  if (empty_result(ctx, r)) return r;
+  FunctionBuilder& b = ctx.b;
+  const TensorType& out = ctx.out_type();
+  ElementType ct = sample_type(out.dtype);
+  Value u = uniform01(ctx, out.shape, ct, digits(ct));
+  Value one = b.constant(1, u.type);
+  Value l = b.unary("stablehlo.log", b.sub(one, u));
+  Value p = param(ctx, "p", u.type);
+  Value k = b.unary("stablehlo.ceil", b.div(l, b.unary("stablehlo.log_plus_one", b.neg(p))));
+  return {b.convert(b.max(k, one), out.dtype)};
+}
+
+// ---- random_ (integers) ----
+
+// The largest value random_ may produce when no upper bound is given.
+int64_t max_inclusive(ElementType t) {
+  switch (t) {
+    case ElementType::kPred:
+      return 1;
+    case ElementType::kS8:
+      return INT8_MAX;
+    case ElementType::kS16:
+      return INT16_MAX;
+    case ElementType::kS32:
+      return INT32_MAX;
+    case ElementType::kS64:
+      return std::numeric_limits<int64_t>::max();
+    case ElementType::kU8:
+      return UINT8_MAX;
+    case ElementType::kU16:
+      return UINT16_MAX;
+    case ElementType::kU32:
+      return UINT32_MAX;
+    case ElementType::kU64:
+      return std::numeric_limits<int64_t>::max();
+    default:
+      return int64_t{1} << digits(t);  // every integer up to 2^digits is exact
+  }
+}
+
+// Integers from + (bits mod range), range == 0 meaning all 2^64 values. Like CPU, 32 random
+// bits are used when the range fits in them.
+Value random_ints(LoweringContext& ctx, int64_t from, uint64_t range) {
+  FunctionBuilder& b = ctx.b;
+  const TensorType& out = ctx.out_type();
+  if (range == 0) {
+    Value bits = random_bits(ctx, out.shape, ElementType::kU64);
+    return b.convert(b.bitcast_convert(bits, ElementType::kS64), out.dtype);
+  }
+  bool wide = range > (uint64_t{1} << 32);
+  Value bits = random_bits(ctx, out.shape, wide ? ElementType::kU64 : ElementType::kU32);
+  TensorType u64(ElementType::kU64, out.shape);
+  Value r = b.binary("stablehlo.remainder", b.convert(bits, ElementType::kU64),
+                     b.constant_int(static_cast<int64_t>(range), u64));
+  Value v = b.add(b.convert(r, ElementType::kS64),
+                  b.constant_int(from, TensorType(ElementType::kS64, out.shape)));
+  return b.convert(v, out.dtype);
+}
+
+std::vector<Value> random_from_to(LoweringContext& ctx, int64_t from, std::optional<int64_t> to) {
+  std::vector<Value> r;
+  if (empty_result(ctx, r)) return r;
+  uint64_t range;
+  if (to) {
+    TORCH_CHECK(from < *to,
+                "torchtpu lowering: random_ expects 'from' to be less than 'to', got from=", from,
+                " >= to=", *to);
+    range = static_cast<uint64_t>(*to) - static_cast<uint64_t>(from);
+  } else {
+    // Unsigned wrap-around makes [INT64_MIN, INT64_MAX] come out as 0, i.e. the full range.
+    range = static_cast<uint64_t>(max_inclusive(ctx.out_type().dtype)) -
+            static_cast<uint64_t>(from) + 1;
+  }
+  return {random_ints(ctx, from, range)};
+}
+
+std::vector<Value> lower_random_from(LoweringContext& ctx) {
+  return random_from_to(ctx, ctx.int_arg(1), ctx.optional_int(2));
+}
+
+std::vector<Value> lower_random_to(LoweringContext& ctx) {
+  return random_from_to(ctx, 0, ctx.int_arg(1));
+}
+
+std::vector<Value> lower_random(LoweringContext& ctx) {
+  return random_from_to(ctx, 0, std::nullopt);
+}
+
+TORCHTPU_LOWERING("aten::uniform", lower_uniform);
+TORCHTPU_LOWERING("aten::normal_functional", lower_normal);
+TORCHTPU_LOWERING("aten::normal.Tensor_float", lower_normal);
+TORCHTPU_LOWERING("aten::normal.float_Tensor", lower_normal);
+TORCHTPU_LOWERING("aten::normal.Tensor_Tensor", lower_normal);
+// normal_ and bernoulli_.float have no functional overload of the same name for the kernel
+// to map them onto, so they are lowered as themselves (the kernel writes self back).
+TORCHTPU_LOWERING("aten::normal_", lower_normal);
+TORCHTPU_LOWERING("aten::bernoulli_.float", bernoulli("p"));
+TORCHTPU_LOWERING("aten::bernoulli", bernoulli(nullptr));
+TORCHTPU_LOWERING("aten::bernoulli.p", bernoulli("p"));
+TORCHTPU_LOWERING("aten::bernoulli.Tensor", bernoulli("p"));
+TORCHTPU_LOWERING("aten::exponential", lower_exponential);
+TORCHTPU_LOWERING("aten::log_normal", lower_log_normal);
+TORCHTPU_LOWERING("aten::cauchy", lower_cauchy);
+TORCHTPU_LOWERING("aten::geometric", lower_geometric);
+TORCHTPU_LOWERING("aten::random.from", lower_random_from);
+TORCHTPU_LOWERING("aten::random.to", lower_random_to);
+TORCHTPU_LOWERING("aten::random", lower_random);
+
+}  // namespace
+}  // namespace torchtpu::lowering

@@ -1,0 +1,399 @@
+// Reductions: sum/mean/prod, amax/amin/max/min (with indices), argmax/argmin, var/std, norms,
+// any/all and logsumexp. Half-precision inputs accumulate in f32 like PyTorch's CPU kernels, and
+// every result is reshaped to the meta kernel's shape, which covers keepdim for free.
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <limits>
+
+#include "lowering/lowering.h"
+
+namespace torchtpu::lowering {
+namespace {
+
+using shlo::CompareDirection;
+
+bool is_half(ElementType t) { return t == ElementType::kBF16 || t == ElementType::kF16; }
+
+// PyTorch's CPU reductions accumulate bf16/f16 in f32 and round once at the end.
+ElementType acc_type(ElementType t) { return is_half(t) ? ElementType::kF32 : t; }
+
+Value scalar(FunctionBuilder& b, double v, ElementType t) {
+  return b.constant(v, TensorType(t, {}));
+}
+
+// Sorted, de-duplicated, wrapped dims. A 0-d tensor accepts dim 0/-1 but has nothing to reduce.
+std::vector<int64_t> normalize_dims(const std::vector<int64_t>& dims, int64_t rank) {
+  std::vector<int64_t> out;
+  for (int64_t d : dims) {
+    int64_t w = wrap_dim(d, rank);
+    if (w < rank) out.push_back(w);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::vector<int64_t> all_dims(int64_t rank) {
+  std::vector<int64_t> d;
+  for (int64_t i = 0; i < rank; ++i) d.push_back(i);
+  return d;
+}
+
+// `int[1]? dim` where None and [] both mean every dim (sum, mean, amax, var, norm...).
+std::vector<int64_t> dims_or_all(const LoweringContext& ctx, size_t i, int64_t rank) {
+  std::vector<int64_t> d = ctx.is_none(i) ? std::vector<int64_t>{} : ctx.int_list(i);
+  if (d.empty()) return all_dims(rank);
+  return normalize_dims(d, rank);
+}
+
+int64_t reduced_count(const Value& x, const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= x.shape()[static_cast<size_t>(d)];
+  return n;
+}
+
+// Broadcasts a reduced value back over the dims it lost, for x - mean(x) style expressions.
+Value broadcast_back(FunctionBuilder& b, Value reduced, const std::vector<int64_t>& full_shape,
+                     const std::vector<int64_t>& dims) {
+  std::vector<int64_t> kept;
+  for (int64_t i = 0; i < static_cast<int64_t>(full_shape.size()); ++i) {
+    if (std::find(dims.begin(), dims.end(), i) == dims.end()) kept.push_back(i);
+  }
+  return b.broadcast_in_dim(reduced, full_shape, kept);
+}
+
+// Reshape (restores keepdim's size-1 dims) and convert to the result type.
+Value finish(LoweringContext& ctx, Value v, size_t i = 0) {
+  const TensorType& out = ctx.out_type(i);
+  return ctx.b.convert(ctx.b.reshape(v, out.shape), out.dtype);
+}
+
+// The smallest (lowest=true) or largest value of `t`: identity of max (resp. min).
+Value extreme(FunctionBuilder& b, ElementType t, bool lowest) {
+  TensorType s(t, {});
+  switch (t) {
+    case ElementType::kPred:
+      return b.constant(lowest ? 0 : 1, s);
+    case ElementType::kS8:
+      return b.constant_int(lowest ? INT8_MIN : INT8_MAX, s);
+    case ElementType::kS16:
+      return b.constant_int(lowest ? INT16_MIN : INT16_MAX, s);
+    case ElementType::kS32:
+      return b.constant_int(lowest ? INT32_MIN : INT32_MAX, s);
+    case ElementType::kS64:
+      return b.constant_int(
+          lowest ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max(), s);
+    case ElementType::kU8:
+      return b.constant_int(lowest ? 0 : UINT8_MAX, s);
+    case ElementType::kU16:
+      return b.constant_int(lowest ? 0 : UINT16_MAX, s);
+    case ElementType::kU32:
+      return b.constant_int(lowest ? 0 : UINT32_MAX, s);
+    case ElementType::kU64:
+      return b.constant_int(lowest ? 0 : -1, s);  // prints as 2^64-1
+    default:
+      break;
+  }
+  return b.constant(
+      lowest ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity(),
+      s);
+}
+
+// max/min reduction; stablehlo.maximum/minimum propagate NaN like PyTorch's amax/amin.
+Value reduce_extreme(FunctionBuilder& b, Value x, const std::vector<int64_t>& dims, bool is_max) {
+  ElementType t = x.dtype();
+  const char* body = t == ElementType::kPred ? (is_max ? "stablehlo.or" : "stablehlo.and")
+                                             : (is_max ? "stablehlo.maximum" : "stablehlo.minimum");
+  return b.reduce_simple(x, extreme(b, t, is_max), dims, body);
+}
+
+Value reduce_sum(FunctionBuilder& b, Value x, const std::vector<int64_t>& dims) {
+  return b.reduce_simple(x, scalar(b, 0, x.dtype()), dims, "stablehlo.add");
+}
+
+// ---- sum / mean / prod ----
+
+std::vector<Value> sum_impl(LoweringContext& ctx, const std::vector<int64_t>& dims) {
+  ElementType acc = acc_type(ctx.out_type().dtype);
+  // Converting first also gives bool/int inputs their promoted int64 accumulator.
+  Value x = ctx.b.convert(ctx.tensor(0), acc);
+  return {finish(ctx, reduce_sum(ctx.b, x, dims))};
+}
+
+std::vector<Value> lower_sum(LoweringContext& ctx) {
+  return sum_impl(ctx, all_dims(ctx.tensor(0).rank()));
+}
+
+std::vector<Value> lower_sum_dim(LoweringContext& ctx) {
+  return sum_impl(ctx, dims_or_all(ctx, 1, ctx.tensor(0).rank()));
+}
+
+std::vector<Value> mean_impl(LoweringContext& ctx, const std::vector<int64_t>& dims) {
+  ElementType acc = acc_type(ctx.out_type().dtype);
+  Value x = ctx.b.convert(ctx.tensor(0), acc);
+  Value s = reduce_sum(ctx.b, x, dims);
+  // An empty reduction gives 0/0 = NaN, as on CPU.
+  Value n = ctx.b.constant(static_cast<double>(reduced_count(x, dims)), s.type);
+  return {finish(ctx, ctx.b.div(s, n))};
+}
+
+std::vector<Value> lower_mean(LoweringContext& ctx) {
+  return mean_impl(ctx, all_dims(ctx.tensor(0).rank()));
+}
+
+std::vector<Value> lower_mean_dim(LoweringContext& ctx) {
+  return mean_impl(ctx, dims_or_all(ctx, 1, ctx.tensor(0).rank()));
+}
+
+std::vector<Value> prod_impl(LoweringContext& ctx, const std::vector<int64_t>& dims) {
+  ElementType acc = acc_type(ctx.out_type().dtype);
+  Value x = ctx.b.convert(ctx.tensor(0), acc);
+  Value r = ctx.b.reduce_simple(x, scalar(ctx.b, 1, acc), dims, "stablehlo.multiply");
+  return {finish(ctx, r)};
+}
+
+std::vector<Value> lower_prod(LoweringContext& ctx) {
+  return prod_impl(ctx, all_dims(ctx.tensor(0).rank()));
+}
+
+std::vector<Value> lower_prod_dim(LoweringContext& ctx) {
+  return prod_impl(ctx, normalize_dims({ctx.int_arg(1)}, ctx.tensor(0).rank()));
+}
+
+// ---- amax / amin / max / min ----
+
+LoweringFn amax_like(bool is_max) {
+  return [is_max](LoweringContext& ctx) -> std::vector<Value> {
+    Value x = ctx.tensor(0);
+    return {finish(ctx, reduce_extreme(ctx.b, x, dims_or_all(ctx, 1, x.rank()), is_max))};
+  };
+}
+
+LoweringFn full_extreme(bool is_max) {
+  return [is_max](LoweringContext& ctx) -> std::vector<Value> {
+    Value x = ctx.tensor(0);
+    return {finish(ctx, reduce_extreme(ctx.b, x, all_dims(x.rank()), is_max))};
+  };
+}
+
+// (value, index) reduction along one dim. The winner is the larger (smaller) value; the first
+// NaN beats everything; ties go to the smaller index. This order is total, so the reduction
+// is associative and commutative as stablehlo.reduce requires, and matches CPU's first-index
+// rule whatever order XLA combines elements in.
+std::vector<Value> reduce_with_index(FunctionBuilder& b, Value x, int64_t dim, bool is_max) {
+  Value idx = b.iota(x.type.with_dtype(ElementType::kS64), dim);
+  Value init_v = extreme(b, x.dtype(), is_max);
+  Value init_i =
+      b.constant_int(std::numeric_limits<int64_t>::max(), TensorType(ElementType::kS64, {}));
+  const bool fp = shlo::is_float(x.dtype());
+  return b.reduce(
+      {x, idx}, {init_v, init_i}, {dim},
+      [is_max, fp](FunctionBuilder& rb, const std::vector<Value>& a) -> std::vector<Value> {
+        Value av = a[0], ai = a[1], bv = a[2], bi = a[3];
+        Value better = rb.compare(av, bv, is_max ? CompareDirection::kGT : CompareDirection::kLT);
+        Value eq = rb.compare(av, bv, CompareDirection::kEQ);
+        Value first = rb.compare(ai, bi, CompareDirection::kLT);
+        Value pick_a = rb.binary("stablehlo.or", better, rb.binary("stablehlo.and", eq, first));
+        if (fp) {
+          Value a_nan = rb.compare(av, av, CompareDirection::kNE);
+          Value b_not_nan = rb.compare(bv, bv, CompareDirection::kEQ);
+          pick_a = rb.select(a_nan, rb.binary("stablehlo.or", b_not_nan, first),
+                             rb.binary("stablehlo.and", b_not_nan, pick_a));
+        }
+        return {rb.select(pick_a, av, bv), rb.select(pick_a, ai, bi)};
+      });
+}
+
+LoweringFn max_dim(bool is_max) {
+  return [is_max](LoweringContext& ctx) -> std::vector<Value> {
+    Value x = ctx.tensor(0);
+    int64_t dim = wrap_dim(ctx.int_arg(1), x.rank());
+    if (x.rank() == 0) {
+      return {finish(ctx, x, 0), ctx.b.constant_int(0, ctx.out_type(1))};
+    }
+    std::vector<Value> r = reduce_with_index(ctx.b, x, dim, is_max);
+    return {finish(ctx, r[0], 0), finish(ctx, r[1], 1)};
+  };
+}
+
+LoweringFn argmax_like(bool is_max) {
+  return [is_max](LoweringContext& ctx) -> std::vector<Value> {
+    Value x = ctx.tensor(0);
+    if (x.rank() == 0) return {ctx.b.constant_int(0, ctx.out_type())};
+    int64_t dim = 0;
+    if (ctx.is_none(1)) {
+      x = ctx.b.reshape(x, {x.type.numel()});
+    } else {
+      dim = wrap_dim(ctx.int_arg(1), x.rank());
+    }
+    return {finish(ctx, reduce_with_index(ctx.b, x, dim, is_max)[1])};
+  };
+}
+
+// ---- var / std ----
+
+// Returns {var (or std), mean} in the accumulation type, reduced over `dims`.
+std::pair<Value, Value> var_mean_impl(LoweringContext& ctx, bool take_sqrt) {
+  FunctionBuilder& b = ctx.b;
+  Value x0 = ctx.tensor(0);
+  std::vector<int64_t> dims = dims_or_all(ctx, 1, x0.rank());
+  ElementType acc = acc_type(ctx.out_type().dtype);
+  Value x = b.convert(x0, acc);
+  TensorType s(acc, {});
+  double n = static_cast<double>(reduced_count(x, dims));
+  Value sum = reduce_sum(b, x, dims);
+  Value mean = b.div(sum, b.constant(n, sum.type));
+  Value diff = b.sub(x, broadcast_back(b, mean, x.shape(), dims));
+  Value ss = reduce_sum(b, b.mul(diff, diff), dims);
+  size_t ci = ctx.index_of("correction");
+  Value correction = ctx.is_none(ci) ? b.constant(1, s) : b.convert(ctx.tensor(ci), acc);
+  // WelfordOps divides by max(0, N - correction): var is inf (or NaN) when that is 0.
+  Value divisor = b.max(b.sub(b.constant(n, s), correction), b.constant(0, s));
+  Value var = b.div(ss, b.broadcast_to(divisor, ss.shape()));
+  if (take_sqrt) var = b.unary("stablehlo.sqrt", var);
+  return {var, mean};
+}
+
+LoweringFn var_like(bool take_sqrt) {
+  return [take_sqrt](LoweringContext& ctx) -> std::vector<Value> {
+    return {finish(ctx, var_mean_impl(ctx, take_sqrt).first)};
+  };
+}
+
+LoweringFn var_mean_like(bool take_sqrt) {
+  return [take_sqrt](LoweringContext& ctx) -> std::vector<Value> {
+    auto [v, m] = var_mean_impl(ctx, take_sqrt);
+    return {finish(ctx, v, 0), finish(ctx, m, 1)};
+  };
+}
+
+// ---- norms ----
+
+// ord arrives as a runtime Scalar, so every special case is computed and the right one is
+// selected at run time; XLA fuses the reductions into one pass over the input.
+Value vector_norm(LoweringContext& ctx, Value x0, std::optional<Value> ord,
+                  const std::vector<int64_t>& dims) {
+  FunctionBuilder& b = ctx.b;
+  ElementType acc = acc_type(ctx.out_type().dtype);
+  Value a = b.unary("stablehlo.abs", b.convert(x0, acc));
+  TensorType s(acc, {});
+  Value p = ord ? b.convert(*ord, acc) : b.constant(2, s);
+  const double inf = std::numeric_limits<double>::infinity();
+
+  Value n_inf = b.reduce_simple(a, b.constant(0, s), dims, "stablehlo.maximum");
+  Value n_ninf = b.reduce_simple(a, b.constant(inf, s), dims, "stablehlo.minimum");
+  Value nonzero = b.convert(b.compare(a, b.constant(0, a.type), CompareDirection::kNE), acc);
+  Value n_zero = reduce_sum(b, nonzero, dims);
+  Value n_two = b.unary("stablehlo.sqrt", reduce_sum(b, b.mul(a, a), dims));
+  const std::vector<int64_t>& rs = n_two.shape();
+  Value p_full = b.broadcast_to(p, a.shape());
+  Value p_red = b.broadcast_to(p, rs);
+  Value n_p =
+      b.binary("stablehlo.power", reduce_sum(b, b.binary("stablehlo.power", a, p_full), dims),
+               b.div(b.constant(1, p_red.type), p_red));
+
+  auto is = [&](double v) {
+    return b.compare(p_red, b.constant(v, p_red.type), CompareDirection::kEQ);
+  };
+  Value r = b.select(is(2), n_two, n_p);
+  r = b.select(is(0), n_zero, r);
+  r = b.select(is(-inf), n_ninf, r);
+  r = b.select(is(inf), n_inf, r);
+  return r;
+}
+
+std::vector<Value> lower_linalg_vector_norm(LoweringContext& ctx) {
+  Value x = ctx.tensor(0);
+  std::vector<int64_t> dims = dims_or_all(ctx, 2, x.rank());
+  return {finish(ctx, vector_norm(ctx, x, ctx.tensor(1), dims))};
+}
+
+// aten::norm overloads: p is `Scalar?` (None means 2) and dim is optional in some of them.
+LoweringFn norm_like(bool has_dim) {
+  return [has_dim](LoweringContext& ctx) -> std::vector<Value> {
+    Value x = ctx.tensor(0);
+    size_t pi = ctx.index_of("p");
+    std::optional<Value> p;
+    if (!ctx.is_none(pi)) p = ctx.tensor(pi);
+    std::vector<int64_t> dims =
+        has_dim ? dims_or_all(ctx, ctx.index_of("dim"), x.rank()) : all_dims(x.rank());
+    return {finish(ctx, vector_norm(ctx, x, p, dims))};
+  };
+}
+
+// ---- any / all ----
+
+enum class DimForm { kAll, kInt, kOptList };
+
+LoweringFn any_all(bool is_any, DimForm form) {
+  return [is_any, form](LoweringContext& ctx) -> std::vector<Value> {
+    FunctionBuilder& b = ctx.b;
+    Value x = b.convert(ctx.tensor(0), ElementType::kPred);
+    std::vector<int64_t> dims;
+    if (form == DimForm::kAll) {
+      dims = all_dims(x.rank());
+    } else if (form == DimForm::kInt) {
+      dims = normalize_dims({ctx.int_arg(1)}, x.rank());
+    } else if (ctx.is_none(1)) {
+      dims = all_dims(x.rank());
+    } else {
+      // Unlike sum, any.dims/all.dims with dim=[] reduce nothing.
+      dims = normalize_dims(ctx.int_list(1), x.rank());
+    }
+    Value r = reduce_extreme(b, x, dims, is_any);
+    return {finish(ctx, r)};
+  };
+}
+
+// ---- logsumexp ----
+
+std::vector<Value> lower_logsumexp(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  Value x0 = ctx.tensor(0);
+  std::vector<int64_t> dims = dims_or_all(ctx, 1, x0.rank());
+  ElementType acc = acc_type(ctx.out_type().dtype);
+  Value x = b.convert(x0, acc);
+  Value m = reduce_extreme(b, x, dims, /*is_max=*/true);
+  // An infinite max is replaced by 0 (as CPU does) so that all -inf inputs give -inf, not NaN.
+  Value inf = b.constant(std::numeric_limits<double>::infinity(), m.type);
+  Value m_inf = b.compare(b.unary("stablehlo.abs", m), inf, CompareDirection::kEQ);
+  m = b.select(m_inf, b.constant(0, m.type), m);
+  Value e = b.unary("stablehlo.exponential", b.sub(x, broadcast_back(b, m, x.shape(), dims)));
+  Value r = b.add(b.unary("stablehlo.log", reduce_sum(b, e, dims)), m);
+  return {finish(ctx, r)};
+}
+
+TORCHTPU_LOWERING("aten::sum", lower_sum);
+TORCHTPU_LOWERING("aten::sum.dim_IntList", lower_sum_dim);
+TORCHTPU_LOWERING("aten::mean", lower_mean);
+TORCHTPU_LOWERING("aten::mean.dim", lower_mean_dim);
+TORCHTPU_LOWERING("aten::prod", lower_prod);
+TORCHTPU_LOWERING("aten::prod.dim_int", lower_prod_dim);
+TORCHTPU_LOWERING("aten::amax", amax_like(true));
+TORCHTPU_LOWERING("aten::amin", amax_like(false));
+TORCHTPU_LOWERING("aten::max", full_extreme(true));
+TORCHTPU_LOWERING("aten::min", full_extreme(false));
+TORCHTPU_LOWERING("aten::max.dim", max_dim(true));
+TORCHTPU_LOWERING("aten::min.dim", max_dim(false));
+TORCHTPU_LOWERING("aten::argmax", argmax_like(true));
+TORCHTPU_LOWERING("aten::argmin", argmax_like(false));
+TORCHTPU_LOWERING("aten::var.correction", var_like(false));
+TORCHTPU_LOWERING("aten::std.correction", var_like(true));
+TORCHTPU_LOWERING("aten::var_mean.correction", var_mean_like(false));
+TORCHTPU_LOWERING("aten::std_mean.correction", var_mean_like(true));
+TORCHTPU_LOWERING("aten::linalg_vector_norm", lower_linalg_vector_norm);
+TORCHTPU_LOWERING("aten::norm.Scalar", norm_like(false));
+TORCHTPU_LOWERING("aten::norm.ScalarOpt_dtype", norm_like(false));
+TORCHTPU_LOWERING("aten::norm.ScalarOpt_dim", norm_like(true));
+TORCHTPU_LOWERING("aten::norm.ScalarOpt_dim_dtype", norm_like(true));
+TORCHTPU_LOWERING("aten::any", any_all(true, DimForm::kAll));
+TORCHTPU_LOWERING("aten::any.dim", any_all(true, DimForm::kInt));
+TORCHTPU_LOWERING("aten::any.dims", any_all(true, DimForm::kOptList));
+TORCHTPU_LOWERING("aten::all", any_all(false, DimForm::kAll));
+TORCHTPU_LOWERING("aten::all.dim", any_all(false, DimForm::kInt));
+TORCHTPU_LOWERING("aten::all.dims", any_all(false, DimForm::kOptList));
+TORCHTPU_LOWERING("aten::logsumexp", lower_logsumexp);
+
+}  // namespace
+}  // namespace torchtpu::lowering

@@ -1,0 +1,320 @@
+// Data-movement ops that reach the device as real kernels (cat, flip, roll, pad, gathers...)
+// and the factories whose out= form fills a pre-sized tensor (arange, linspace, eye).
+// Metadata-only views (view, expand, permute, alias) never get here: the runtime handles them.
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+
+#include "lowering/lowering.h"
+
+namespace torchtpu::lowering {
+namespace {
+
+using shlo::CompareDirection;
+
+std::string dims_list(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+// A tensor of `type` filled with zeros; built by broadcasting a 0-d constant so that it also
+// works for zero-element shapes.
+Value zeros(FunctionBuilder& b, const TensorType& type) {
+  return b.broadcast_to(b.constant(0, TensorType(type.dtype, {})), type.shape);
+}
+
+// stablehlo.gather with the given dimension numbers (empty fields are left out, which is how
+// the StableHLO printer spells them).
+Value gather(FunctionBuilder& b, Value operand, Value indices,
+             const std::vector<int64_t>& offset_dims, const std::vector<int64_t>& collapsed,
+             const std::vector<int64_t>& start_index_map, int64_t index_vector_dim,
+             const std::vector<int64_t>& slice_sizes, const TensorType& result) {
+  std::vector<std::string> fields;
+  if (!offset_dims.empty()) fields.push_back("offset_dims = " + dims_list(offset_dims));
+  if (!collapsed.empty()) fields.push_back("collapsed_slice_dims = " + dims_list(collapsed));
+  fields.push_back("start_index_map = " + dims_list(start_index_map));
+  fields.push_back("index_vector_dim = " + std::to_string(index_vector_dim));
+  std::string dn = "dimension_numbers = #stablehlo.gather<";
+  for (size_t i = 0; i < fields.size(); ++i) dn += (i ? ", " : "") + fields[i];
+  dn += ">, indices_are_sorted = false, slice_sizes = " + shlo::i64_array(slice_sizes);
+  return b.op("stablehlo.gather", {operand, indices}, result, dn);
+}
+
+// ---- cat / stack ----
+
+std::vector<Value> lower_cat(LoweringContext& ctx) {
+  const TensorType& out = ctx.out_type();
+  int64_t dim = wrap_dim(ctx.int_arg(1), out.rank());
+  std::vector<Value> parts;
+  for (const Value& v : ctx.tensor_list(0)) {
+    // Empty inputs add nothing; this also drops the legacy 1-D empty tensors that cat accepts
+    // with any rank.
+    if (v.type.numel() == 0) continue;
+    parts.push_back(ctx.b.convert(v, out.dtype));
+  }
+  if (parts.empty()) return {zeros(ctx.b, out)};
+  return {ctx.b.concatenate(parts, dim)};
+}
+
+std::vector<Value> lower_stack(LoweringContext& ctx) {
+  const TensorType& out = ctx.out_type();
+  int64_t dim = wrap_dim(ctx.int_arg(1), out.rank());
+  std::vector<Value> parts;
+  for (const Value& v : ctx.tensor_list(0)) {
+    std::vector<int64_t> shape = v.shape();
+    shape.insert(shape.begin() + dim, 1);
+    parts.push_back(ctx.b.reshape(ctx.b.convert(v, out.dtype), shape));
+  }
+  if (out.numel() == 0) return {zeros(ctx.b, out)};
+  return {ctx.b.concatenate(parts, dim)};
+}
+
+// ---- copies and fills ----
+
+std::vector<Value> lower_clone(LoweringContext& ctx) {
+  return {coerce(ctx.b, ctx.tensor(0), ctx.out_type())};
+}
+
+std::vector<Value> lower_fill(LoweringContext& ctx) {
+  return {coerce(ctx.b, ctx.tensor(1), ctx.out_type())};
+}
+
+std::vector<Value> lower_zero(LoweringContext& ctx) { return {zeros(ctx.b, ctx.out_type())}; }
+
+// ---- reordering ----
+
+std::vector<Value> lower_flip(LoweringContext& ctx) {
+  Value x = ctx.tensor(0);
+  std::vector<int64_t> dims;
+  for (int64_t d : ctx.int_list(1)) {
+    int64_t w = wrap_dim(d, x.rank());
+    if (w < x.rank()) dims.push_back(w);
+  }
+  std::sort(dims.begin(), dims.end());
+  dims.erase(std::unique(dims.begin(), dims.end()), dims.end());
+  if (dims.empty()) return {x};
+  return {ctx.b.op("stablehlo.reverse", {x}, x.type, "dimensions = " + shlo::i64_array(dims))};
+}
+
+// Rotates `x` by `shift` along `dim`: the last `shift` elements move to the front.
+Value roll_dim(FunctionBuilder& b, Value x, int64_t shift, int64_t dim) {
+  int64_t n = x.shape()[static_cast<size_t>(dim)];
+  if (n == 0) return x;
+  int64_t s = ((shift % n) + n) % n;
+  if (s == 0) return x;
+  std::vector<int64_t> start(static_cast<size_t>(x.rank()), 0),
+      limit = x.shape(), strides(static_cast<size_t>(x.rank()), 1);
+  std::vector<int64_t> tail_start = start, head_limit = limit;
+  tail_start[static_cast<size_t>(dim)] = n - s;
+  head_limit[static_cast<size_t>(dim)] = n - s;
+  Value tail = b.slice(x, tail_start, limit, strides);
+  Value head = b.slice(x, start, head_limit, strides);
+  return b.concatenate({tail, head}, dim);
+}
+
+std::vector<Value> lower_roll(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  std::vector<int64_t> shifts = ctx.int_list(1);
+  std::vector<int64_t> dims = ctx.int_list(2);
+  if (dims.empty()) {
+    // No dims: roll the flattened tensor, then restore the shape.
+    TORCH_CHECK(shifts.size() == 1, "torchtpu lowering: aten::roll without dims takes one shift");
+    Value flat = b.reshape(x, {x.type.numel()});
+    return {b.reshape(roll_dim(b, flat, shifts[0], 0), x.shape())};
+  }
+  TORCH_CHECK(shifts.size() == dims.size(),
+              "torchtpu lowering: aten::roll needs one shift per dim");
+  for (size_t i = 0; i < dims.size(); ++i) {
+    x = roll_dim(b, x, shifts[i], wrap_dim(dims[i], x.rank()));
+  }
+  return {x};
+}
+
+LoweringFn triangle(bool lower) {
+  return [lower](LoweringContext& ctx) -> std::vector<Value> {
+    FunctionBuilder& b = ctx.b;
+    Value x = ctx.tensor(0);
+    int64_t r = x.rank();
+    TORCH_CHECK(r >= 2, "torchtpu lowering: ", lower ? "tril" : "triu",
+                " needs a tensor of at least 2 dims");
+    int64_t diagonal = ctx.int_arg(1);
+    TensorType grid(ElementType::kS64, {x.shape()[r - 2], x.shape()[r - 1]});
+    Value offset = b.sub(b.iota(grid, 1), b.iota(grid, 0));  // col - row
+    Value keep = b.compare(offset, b.constant_int(diagonal, grid),
+                           lower ? CompareDirection::kLE : CompareDirection::kGE);
+    keep = b.broadcast_in_dim(keep, x.shape(), {r - 2, r - 1});
+    return {b.select(keep, x, zeros(b, x.type))};
+  };
+}
+
+std::vector<Value> lower_repeat(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  const TensorType& out = ctx.out_type();
+  Value x = ctx.tensor(0);
+  std::vector<int64_t> reps = ctx.int_list(1);
+  if (out.numel() == 0) return {zeros(b, out)};
+  size_t n = reps.size();
+  std::vector<int64_t> shape(n - static_cast<size_t>(x.rank()), 1);
+  shape.insert(shape.end(), x.shape().begin(), x.shape().end());
+  x = b.reshape(x, shape);
+  // [s0, s1, ...] -> [r0, s0, r1, s1, ...] -> [r0*s0, r1*s1, ...]
+  std::vector<int64_t> tiled, dims;
+  for (size_t i = 0; i < n; ++i) {
+    tiled.push_back(reps[i]);
+    tiled.push_back(shape[i]);
+    dims.push_back(static_cast<int64_t>(2 * i + 1));
+  }
+  return {b.reshape(b.broadcast_in_dim(x, tiled, dims), out.shape)};
+}
+
+std::vector<Value> lower_constant_pad_nd(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  std::vector<int64_t> pad = ctx.int_list(1);
+  size_t r = static_cast<size_t>(x.rank());
+  TORCH_CHECK(pad.size() % 2 == 0 && pad.size() / 2 <= r,
+              "torchtpu lowering: constant_pad_nd: bad padding length ", pad.size());
+  std::vector<int64_t> low(r, 0), high(r, 0), interior(r, 0);
+  // pad lists (low, high) pairs starting from the last dim; negative entries crop.
+  for (size_t i = 0; i < pad.size() / 2; ++i) {
+    low[r - 1 - i] = pad[2 * i];
+    high[r - 1 - i] = pad[2 * i + 1];
+  }
+  Value value = b.convert(ctx.tensor(2), x.dtype());
+  Value y = b.pad(x, value, low, high, interior);
+  return {coerce(b, y, ctx.out_type())};
+}
+
+// ---- gathers ----
+
+std::vector<Value> lower_index_select(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  const TensorType& out = ctx.out_type();
+  Value x = ctx.tensor(0);
+  Value index = ctx.tensor(2);
+  if (x.rank() == 0) return {b.reshape(x, out.shape)};
+  int64_t dim = wrap_dim(ctx.int_arg(1), x.rank());
+  int64_t k = index.type.numel();
+  if (out.numel() == 0) return {zeros(b, out)};
+  Value idx = b.reshape(b.convert(index, ElementType::kS64), {k, 1});
+  std::vector<int64_t> offset_dims, slice_sizes = x.shape();
+  slice_sizes[static_cast<size_t>(dim)] = 1;
+  for (int64_t i = 0; i < x.rank(); ++i) {
+    if (i != dim) offset_dims.push_back(i);
+  }
+  return {gather(b, x, idx, offset_dims, {dim}, {dim}, 1, slice_sizes, out)};
+}
+
+// out[i][j][k] = self[i][index[i][j][k]][k] (dim = 1): every output element gathers a single
+// element whose coordinates are its own, except along `dim` where the index says.
+std::vector<Value> lower_gather(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  const TensorType& out = ctx.out_type();
+  Value x = ctx.tensor(0);
+  Value index = ctx.tensor(2);
+  if (out.numel() == 0) return {zeros(b, out)};
+  if (x.rank() == 0) return {b.reshape(x, out.shape)};
+  int64_t r = x.rank();
+  int64_t dim = wrap_dim(ctx.int_arg(1), r);
+  std::vector<int64_t> coord_shape = index.shape();
+  coord_shape.push_back(1);
+  TensorType coord_t(ElementType::kS64, coord_shape);
+  Value idx = b.reshape(b.convert(index, ElementType::kS64), coord_shape);
+  std::vector<Value> coords;
+  for (int64_t d = 0; d < r; ++d) coords.push_back(d == dim ? idx : b.iota(coord_t, d));
+  Value all = b.concatenate(coords, r);
+  std::vector<int64_t> dims;
+  for (int64_t d = 0; d < r; ++d) dims.push_back(d);
+  return {
+      gather(b, x, all, {}, dims, dims, r, std::vector<int64_t>(static_cast<size_t>(r), 1), out)};
+}
+
+// ---- factories (out= forms: the out tensor is already sized) ----
+
+// CPU computes arange in acc_type: double for float/double, float for half types, int64 for ints.
+ElementType range_compute_type(ElementType out) {
+  if (out == ElementType::kBF16 || out == ElementType::kF16) return ElementType::kF32;
+  if (shlo::is_float(out)) return ElementType::kF64;
+  return ElementType::kS64;
+}
+
+Value arange(LoweringContext& ctx, std::optional<Value> start, Value end,
+             std::optional<Value> step) {
+  (void)end;  // the length is fixed by the out tensor's size
+  FunctionBuilder& b = ctx.b;
+  const TensorType& out = ctx.out_type();
+  if (out.numel() == 0) return zeros(b, out);
+  ElementType ct = range_compute_type(out.dtype);
+  TensorType t(ct, out.shape);
+  Value i = b.iota(t, 0);
+  Value s0 = start ? coerce(b, *start, t) : b.constant(0, t);
+  Value st = step ? coerce(b, *step, t) : b.constant(1, t);
+  return b.convert(b.add(s0, b.mul(i, st)), out.dtype);
+}
+
+std::vector<Value> lower_arange_start_out(LoweringContext& ctx) {
+  return {arange(ctx, ctx.tensor(0), ctx.tensor(1), ctx.tensor(2))};
+}
+
+std::vector<Value> lower_arange_out(LoweringContext& ctx) {
+  return {arange(ctx, std::nullopt, ctx.tensor(0), std::nullopt)};
+}
+
+// Mirrors CPU's linspace: the first half steps up from start, the second half steps down from
+// end, so both endpoints are exact.
+std::vector<Value> lower_linspace_out(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  const TensorType& out = ctx.out_type();
+  int64_t steps = ctx.int_arg(2);
+  if (out.numel() == 0) return {zeros(b, out)};
+  // start/end are first cast to the out dtype; the step is double for integer outputs.
+  ElementType ct = !shlo::is_float(out.dtype)       ? ElementType::kF64
+                   : out.dtype == ElementType::kF64 ? ElementType::kF64
+                                                    : ElementType::kF32;
+  TensorType t(ct, out.shape);
+  Value start = coerce(b, b.convert(ctx.tensor(0), out.dtype), t);
+  if (steps == 1) return {b.convert(start, out.dtype)};
+  Value end = coerce(b, b.convert(ctx.tensor(1), out.dtype), t);
+  Value step = b.div(b.sub(end, start), b.constant(static_cast<double>(steps - 1), t));
+  Value i = b.iota(t, 0);
+  Value up = b.add(start, b.mul(step, i));
+  Value down = b.sub(end, b.mul(step, b.sub(b.constant(static_cast<double>(steps - 1), t), i)));
+  Value first_half =
+      b.compare(i, b.constant(static_cast<double>(steps / 2), t), CompareDirection::kLT);
+  return {b.convert(b.select(first_half, up, down), out.dtype)};
+}
+
+std::vector<Value> lower_eye_out(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  const TensorType& out = ctx.out_type();
+  TORCH_CHECK(out.rank() == 2, "torchtpu lowering: eye.out expects a 2-d out tensor");
+  if (out.numel() == 0) return {zeros(b, out)};
+  TensorType grid(ElementType::kS64, out.shape);
+  Value diag = b.compare(b.iota(grid, 0), b.iota(grid, 1), CompareDirection::kEQ);
+  return {b.convert(diag, out.dtype)};
+}
+
+TORCHTPU_LOWERING("aten::cat", lower_cat);
+TORCHTPU_LOWERING("aten::stack", lower_stack);
+TORCHTPU_LOWERING("aten::clone", lower_clone);
+TORCHTPU_LOWERING("aten::fill.Scalar", lower_fill);
+TORCHTPU_LOWERING("aten::fill.Tensor", lower_fill);
+TORCHTPU_LOWERING("aten::zero", lower_zero);
+TORCHTPU_LOWERING("aten::flip", lower_flip);
+TORCHTPU_LOWERING("aten::roll", lower_roll);
+TORCHTPU_LOWERING("aten::tril", triangle(true));
+TORCHTPU_LOWERING("aten::triu", triangle(false));
+TORCHTPU_LOWERING("aten::repeat", lower_repeat);
+TORCHTPU_LOWERING("aten::constant_pad_nd", lower_constant_pad_nd);
+TORCHTPU_LOWERING("aten::index_select", lower_index_select);
+TORCHTPU_LOWERING("aten::gather", lower_gather);
+TORCHTPU_LOWERING("aten::arange.start_out", lower_arange_start_out);
+TORCHTPU_LOWERING("aten::arange.out", lower_arange_out);
+TORCHTPU_LOWERING("aten::linspace.out", lower_linspace_out);
+TORCHTPU_LOWERING("aten::eye.out", lower_eye_out);
+TORCHTPU_LOWERING("aten::eye.m_out", lower_eye_out);
+
+}  // namespace
+}  // namespace torchtpu::lowering

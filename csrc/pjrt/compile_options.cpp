@@ -1,0 +1,48 @@
+#include "pjrt/pjrt.h"
+
+namespace torchtpu::pjrt {
+namespace {
+
+// Protobuf wire types used below.
+constexpr uint32_t kVarint = 0;
+constexpr uint32_t kLengthDelimited = 2;
+
+void put_varint(std::string* out, uint64_t value) {
+  while (value >= 0x80) {
+    out->push_back(static_cast<char>((value & 0x7f) | 0x80));
+    value >>= 7;
+  }
+  out->push_back(static_cast<char>(value));
+}
+
+void put_tag(std::string* out, uint32_t field, uint32_t wire_type) {
+  put_varint(out, (static_cast<uint64_t>(field) << 3) | wire_type);
+}
+
+// int64 fields encode negatives as their 64-bit two's complement (10 varint bytes).
+void put_int64(std::string* out, uint32_t field, int64_t value) {
+  put_tag(out, field, kVarint);
+  put_varint(out, static_cast<uint64_t>(value));
+}
+
+void put_message(std::string* out, uint32_t field, const std::string& message) {
+  put_tag(out, field, kLengthDelimited);
+  put_varint(out, message.size());
+  out->append(message);
+}
+
+}  // namespace
+
+std::string portable_compile_options() {
+  // Field numbers from xla/pjrt/proto/compile_options.proto and xla/xla.proto.
+  std::string build_options;                // xla.ExecutableBuildOptionsProto
+  put_int64(&build_options, 1, -1);         // device_ordinal: none, the executable is portable
+  put_int64(&build_options, 4, 1);          // num_replicas
+  put_int64(&build_options, 5, 1);          // num_partitions
+  std::string options;                      // xla.CompileOptionsProto
+  put_message(&options, 3, build_options);  // executable_build_options
+  put_int64(&options, 4, 1);                // compile_portable_executable = true
+  return options;
+}
+
+}  // namespace torchtpu::pjrt

@@ -1,0 +1,84 @@
+// The Python face's private module torchtpu._C. Everything user-facing lives in Python
+// (torchtpu/__init__.py, torch.tpu); these are the C++ entry points it calls.
+#include <torch/csrc/Generator.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include "aten/executor.h"
+#include "aten/host_transfer.h"
+#include "device/current_device.h"
+#include "device/generator.h"
+#include "device/storage.h"
+#include "lowering/lowering.h"
+#include "runtime/metrics.h"
+#include "runtime/runtime.h"
+
+namespace torchtpu::device {
+void register_hooks();
+}
+
+namespace py = pybind11;
+using namespace torchtpu;
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "torchtpu native core";
+  device::register_hooks();
+
+  m.def("_configure", &runtime::configure, py::arg("plugin_path"), py::arg("error"));
+  m.def("_is_available", &runtime::is_available, py::call_guard<py::gil_scoped_release>());
+  m.def("_is_initialized", &runtime::is_initialized);
+  m.def("_init_error", &runtime::init_error);
+  m.def("_init", [] { runtime::get(); }, py::call_guard<py::gil_scoped_release>());
+  m.def("_device_count", [] { return runtime::is_available() ? runtime::get().device_count() : 0; },
+        py::call_guard<py::gil_scoped_release>());
+  m.def("_platform", [] { return runtime::get().platform(); });
+  m.def("_plugin_path", [] { return runtime::get().plugin_path(); });
+  m.def("_platform_version", [] { return runtime::get().client().platform_version(); });
+  m.def("_device_kind", [](int i) { return runtime::get().device(i).kind(); });
+  m.def("_current_device", &device::current_device);
+  m.def("_set_device", &device::set_current_device);
+  m.def("_synchronize", &aten::synchronize, py::arg("device") = -1,
+        py::call_guard<py::gil_scoped_release>());
+  m.def("_lowered_ops", &lowering::lowered_op_names);
+  m.def("_program_cache_size", &aten::program_cache_size);
+
+  m.def("_metrics", [] {
+    const runtime::Metrics& x = runtime::metrics();
+    py::dict d;
+    d["programs_compiled"] = x.programs_compiled.load();
+    d["compile_seconds"] = x.compile_ns.load() / 1e9;
+    d["cache_hits"] = x.cache_hits.load();
+    d["cache_misses"] = x.cache_misses.load();
+    d["disk_cache_hits"] = x.disk_cache_hits.load();
+    d["disk_cache_misses"] = x.disk_cache_misses.load();
+    d["executions"] = x.executions.load();
+    d["h2d_transfers"] = x.h2d_transfers.load();
+    d["h2d_bytes"] = x.h2d_bytes.load();
+    d["d2h_transfers"] = x.d2h_transfers.load();
+    d["d2h_bytes"] = x.d2h_bytes.load();
+    d["d2d_transfers"] = x.d2d_transfers.load();
+    d["host_syncs"] = x.host_syncs.load();
+    d["cpu_fallbacks"] = x.cpu_fallbacks.load();
+    py::dict by_op;
+    for (const auto& [op, n] : runtime::fallbacks_by_op()) by_op[py::str(op)] = n;
+    d["cpu_fallbacks_by_op"] = by_op;
+    return d;
+  });
+  m.def("_reset_metrics", &runtime::reset_metrics);
+
+  m.def("_memory_allocated", &device::memory_allocated);
+  m.def("_max_memory_allocated", &device::max_memory_allocated);
+  m.def("_reset_peak_memory", &device::reset_peak_memory);
+  m.def("_device_memory_stats", [](int i) {
+    pjrt::MemoryStats s = runtime::get().device(i).memory_stats();
+    py::dict d;
+    d["bytes_in_use"] = s.bytes_in_use;
+    d["peak_bytes_in_use"] = s.peak_bytes_in_use;
+    d["bytes_limit"] = s.bytes_limit;
+    return d;
+  });
+
+  m.def("_default_generator", [](int index) {
+    return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(
+        device::default_generator(static_cast<c10::DeviceIndex>(index))));
+  });
+}

@@ -1,0 +1,35 @@
+// Process-wide counters: every compile, cache hit, execution, transfer, sync and CPU fallback
+// is counted so users can see when and why work happens.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace torchtpu::runtime {
+
+struct Metrics {
+  std::atomic<int64_t> programs_compiled{0};
+  std::atomic<int64_t> compile_ns{0};
+  std::atomic<int64_t> cache_hits{0};
+  std::atomic<int64_t> cache_misses{0};
+  std::atomic<int64_t> disk_cache_hits{0};
+  std::atomic<int64_t> disk_cache_misses{0};
+  std::atomic<int64_t> executions{0};
+  std::atomic<int64_t> h2d_transfers{0};
+  std::atomic<int64_t> h2d_bytes{0};
+  std::atomic<int64_t> d2h_transfers{0};
+  std::atomic<int64_t> d2h_bytes{0};
+  std::atomic<int64_t> d2d_transfers{0};
+  std::atomic<int64_t> host_syncs{0};
+  std::atomic<int64_t> cpu_fallbacks{0};
+};
+
+Metrics& metrics();
+// Counts one CPU fallback of `op`; returns true the first time this op falls back.
+bool record_fallback(const std::string& op);
+std::map<std::string, int64_t> fallbacks_by_op();
+void reset_metrics();
+
+}  // namespace torchtpu::runtime

@@ -1,0 +1,94 @@
+#include "runtime/runtime.h"
+
+#include <c10/util/Exception.h>
+
+#include <atomic>
+#include <cstdlib>
+
+namespace torchtpu::runtime {
+namespace {
+
+std::mutex init_mutex;
+std::string configured_path;
+std::string configured_error = "torchtpu was not configured with a PJRT plugin";
+// Published once and never destroyed: device buffers may outlive Python-level teardown.
+std::atomic<Runtime*> instance{nullptr};
+std::string failure;
+bool tried = false;
+
+std::map<std::string, pjrt::Attribute> client_options(const std::string& path) {
+  std::map<std::string, pjrt::Attribute> options;
+  // The XLA CPU plugin exposes one device unless asked for more; several devices let
+  // multi-device code be tested on any machine.
+  if (path.find("cpu") != std::string::npos) {
+    const char* n = std::getenv("TORCHTPU_CPU_DEVICE_COUNT");
+    options["cpu_device_count"] = static_cast<int64_t>(n ? std::atoll(n) : 4);
+  }
+  return options;
+}
+
+}  // namespace
+
+void configure(const std::string& plugin_path, const std::string& error) {
+  std::lock_guard<std::mutex> g(init_mutex);
+  configured_path = plugin_path;
+  configured_error = error;
+}
+
+const pjrt::Device& Runtime::device(int index) const {
+  TORCH_CHECK(index >= 0 && index < device_count(), "Invalid device index tpu:", index,
+              ": torchtpu has ", device_count(), " device(s) (valid indices 0..",
+              device_count() - 1, ")");
+  return *client_->devices()[static_cast<size_t>(index)];
+}
+
+Runtime& get() {
+  if (Runtime* rt = instance.load(std::memory_order_acquire)) return *rt;
+  std::lock_guard<std::mutex> g(init_mutex);
+  if (Runtime* rt = instance.load()) return *rt;
+  if (!tried) {
+    tried = true;
+    if (configured_path.empty()) {
+      failure = configured_error;
+    } else {
+      try {
+        auto plugin = pjrt::Plugin::load(configured_path);
+        auto rt = std::unique_ptr<Runtime>(new Runtime());
+        rt->client_ = pjrt::Client::create(plugin, client_options(configured_path));
+        rt->platform_ = rt->client_->platform_name();
+        rt->plugin_path_ = configured_path;
+        rt->compile_options_ = pjrt::portable_compile_options();
+        instance.store(rt.release(), std::memory_order_release);
+        return *instance.load();
+      } catch (const std::exception& e) {
+        failure = e.what();
+      }
+    }
+  }
+  TORCH_CHECK(false, "torchtpu: the tpu device is unavailable: ", failure);
+}
+
+bool is_available() {
+  try {
+    return get().device_count() > 0;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+std::string init_error() {
+  std::lock_guard<std::mutex> g(init_mutex);
+  return failure;
+}
+
+bool is_initialized() { return instance.load() != nullptr; }
+
+bool launch_blocking() {
+  static const bool on = [] {
+    const char* v = std::getenv("TPU_LAUNCH_BLOCKING");
+    return v && std::string(v) == "1";
+  }();
+  return on;
+}
+
+}  // namespace torchtpu::runtime

@@ -1,0 +1,44 @@
+// The process-wide PJRT runtime: one plugin, one client, its devices. Created lazily on first
+// device use so that `import torch` never fails because of a missing or broken plugin.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "pjrt/pjrt.h"
+
+namespace torchtpu::runtime {
+
+class Runtime {
+ public:
+  pjrt::Client& client() { return *client_; }
+  const pjrt::Device& device(int index) const;
+  int device_count() const { return static_cast<int>(client_->devices().size()); }
+  const std::string& platform() const { return platform_; }
+  const std::string& plugin_path() const { return plugin_path_; }
+  const std::string& compile_options() const { return compile_options_; }
+
+ private:
+  friend Runtime& get();
+  Runtime() = default;
+  std::unique_ptr<pjrt::Client> client_;
+  std::string platform_;
+  std::string plugin_path_;
+  std::string compile_options_;
+};
+
+// Set by the Python face at import: the plugin path it found, or why it found none.
+void configure(const std::string& plugin_path, const std::string& error);
+// The runtime, initializing it on first call; throws a c10::Error saying why when unavailable.
+Runtime& get();
+bool is_available();
+// Why the runtime is unavailable ("" if available or not yet tried).
+std::string init_error();
+bool is_initialized();
+
+// TPU_LAUNCH_BLOCKING=1: wait for every execution so errors surface at the op that caused them.
+bool launch_blocking();
+
+}  // namespace torchtpu::runtime

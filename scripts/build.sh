@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Configures (once) and builds the C++ parts into build/, the extension into torchtpu/_C*.so.
+# Concurrent callers queue on a lock, since two ninjas in one build folder corrupt it.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+py="${PYTHON:-$root/.venv/bin/python}"
+build="${TORCHTPU_BUILD_DIR:-$root/build}"
+export CCACHE_NOHASHDIR=1 CCACHE_BASEDIR="$root"
+mkdir -p "$build"
+exec 9>"$build/.lock"
+flock 9
+if [ ! -f "$build/build.ninja" ]; then
+  pjrt_include="$("$py" -c 'import os, xla_plugins.xla_cpu_pjrt as m; print(os.path.join(os.path.dirname(m.__file__), "include"))')"
+  torch_prefix="$("$py" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')"
+  cmake -S "$root" -B "$build" -G Ninja -DPJRT_INCLUDE_DIR="$pjrt_include" \
+    -DCMAKE_PREFIX_PATH="$torch_prefix" -DPython3_EXECUTABLE="$py" >/dev/null
+fi
+cmake --build "$build" -j"${TORCHTPU_BUILD_JOBS:-2}" "$@"

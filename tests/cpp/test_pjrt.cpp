@@ -1,0 +1,368 @@
+// Tests of the PJRT layer against a real plugin named by TORCHTPU_TEST_PLUGIN (the XLA CPU
+// plugin from the xla-cpu-pjrt wheel in CI).
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <future>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "pjrt/pjrt.h"
+
+namespace torchtpu::pjrt {
+namespace {
+
+constexpr char kAddProgram[] = R"mlir(
+module @add {
+  func.func public @main(%a: tensor<4xf32>, %b: tensor<4xf32>) -> tensor<4xf32> {
+    %0 = stablehlo.add %a, %b : tensor<4xf32>
+    return %0 : tensor<4xf32>
+  }
+}
+)mlir";
+
+// Argument 0 is declared donated: its storage may be reused for output 0.
+constexpr char kDonatingAddProgram[] = R"mlir(
+module @donating_add {
+  func.func public @main(%a: tensor<4xf32> {tf.aliasing_output = 0 : i32},
+                         %b: tensor<4xf32>) -> tensor<4xf32> {
+    %0 = stablehlo.add %a, %b : tensor<4xf32>
+    return %0 : tensor<4xf32>
+  }
+}
+)mlir";
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// The XLA CPU plugin exposes one device unless the client create option "cpu_device_count"
+// (int64) asks for more; two let the tests cover cross-device copies and portable execution.
+constexpr int64_t kCpuDevices = 2;
+
+class PjrtTest : public ::testing::Test {
+ protected:
+  static void TearDownTestSuite() {
+    client_.reset();
+    plugin_.reset();
+  }
+
+  // Set up lazily in SetUp rather than SetUpTestSuite so a missing or broken plugin fails every
+  // test with its message instead of gtest skipping them.
+  void SetUp() override {
+    if (client_ != nullptr) return;
+    const char* path = std::getenv("TORCHTPU_TEST_PLUGIN");
+    ASSERT_TRUE(path != nullptr && *path != '\0')
+        << "set TORCHTPU_TEST_PLUGIN to the path of a PJRT plugin, e.g. "
+           ".venv/lib/python3.11/site-packages/xla_plugins/xla_cpu_pjrt/xla_cpu_pjrt.so";
+    try {
+      plugin_path_ = path;
+      plugin_ = Plugin::load(path);
+      client_ = Client::create(plugin_, {{"cpu_device_count", kCpuDevices}});
+    } catch (const Error& e) {
+      FAIL() << "cannot set up the PJRT client: " << e.what();
+    }
+  }
+
+  const Device& device(size_t i) const { return *client_->devices().at(i); }
+  const Device& last_device() const { return *client_->devices().back(); }
+
+  std::unique_ptr<Buffer> f32_buffer(const std::vector<float>& values, const Device& dev) const {
+    return client_->buffer_from_host(values.data(), PJRT_Buffer_Type_F32,
+                                     {static_cast<int64_t>(values.size())}, dev);
+  }
+
+  static std::vector<float> read_f32(const Buffer& buffer, size_t n) {
+    std::vector<float> out(n);
+    buffer.to_host(out.data(), n * sizeof(float));
+    return out;
+  }
+
+  static std::string plugin_path_;
+  static std::shared_ptr<Plugin> plugin_;
+  static std::unique_ptr<Client> client_;
+};
+
+std::string PjrtTest::plugin_path_;
+std::shared_ptr<Plugin> PjrtTest::plugin_;
+std::unique_ptr<Client> PjrtTest::client_;
+
+TEST(PjrtHelpers, ElementSize) {
+  EXPECT_EQ(element_size(PJRT_Buffer_Type_PRED), 1u);
+  EXPECT_EQ(element_size(PJRT_Buffer_Type_U8), 1u);
+  EXPECT_EQ(element_size(PJRT_Buffer_Type_BF16), 2u);
+  EXPECT_EQ(element_size(PJRT_Buffer_Type_F16), 2u);
+  EXPECT_EQ(element_size(PJRT_Buffer_Type_S32), 4u);
+  EXPECT_EQ(element_size(PJRT_Buffer_Type_F32), 4u);
+  EXPECT_EQ(element_size(PJRT_Buffer_Type_S64), 8u);
+  EXPECT_EQ(element_size(PJRT_Buffer_Type_C64), 8u);
+  EXPECT_EQ(element_size(PJRT_Buffer_Type_C128), 16u);
+  EXPECT_EQ(element_size(PJRT_Buffer_Type_S4), 0u);
+  EXPECT_EQ(element_size(PJRT_Buffer_Type_INVALID), 0u);
+}
+
+TEST(PjrtHelpers, PortableCompileOptionsWireFormat) {
+  const std::string expected(
+      "\x1a\x0f"                                      // field 3, 15 bytes
+      "\x08\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01"  // device_ordinal = -1
+      "\x20\x01"                                      // num_replicas = 1
+      "\x28\x01"                                      // num_partitions = 1
+      "\x20\x01",                                     // compile_portable_executable
+      19);
+  EXPECT_EQ(portable_compile_options(), expected);
+}
+
+TEST_F(PjrtTest, LoadingTwiceReturnsTheSamePlugin) {
+  EXPECT_EQ(Plugin::load(plugin_path_).get(), plugin_.get());
+  EXPECT_EQ(plugin_->api_major(), PJRT_API_MAJOR);
+  EXPECT_GE(plugin_->api_minor(), PJRT_API_MINOR);
+  for (const auto& [name, value] : plugin_->attributes()) {
+    if (const auto* s = std::get_if<std::string>(&value)) std::cout << name << " = " << *s << "\n";
+  }
+}
+
+TEST(PjrtPlugin, MissingFileIsNotFound) {
+  try {
+    Plugin::load("/nonexistent/libnothing_pjrt.so");
+    FAIL() << "expected Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not found"), std::string::npos) << e.what();
+  }
+}
+
+TEST(PjrtPlugin, LibraryWithoutGetPjrtApiIsRejected) {
+  // Locate libm through the loader so the test does not hard-code a distribution's layout.
+  void* libm = dlopen("libm.so.6", RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(libm, nullptr);
+  Dl_info info{};
+  ASSERT_NE(dladdr(dlsym(libm, "cos"), &info), 0);
+  const std::string path = info.dli_fname;
+  dlclose(libm);
+  try {
+    Plugin::load(path);
+    FAIL() << "expected Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("GetPjrtApi"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(PjrtTest, ClientDescribesItsDevices) {
+  EXPECT_EQ(client_->platform_name(), "cpu");
+  EXPECT_FALSE(client_->platform_version().empty());
+  EXPECT_EQ(client_->process_index(), 0);
+  ASSERT_EQ(client_->devices().size(), static_cast<size_t>(kCpuDevices));
+  for (size_t i = 0; i < client_->devices().size(); ++i) {
+    const Device& dev = device(i);
+    EXPECT_EQ(dev.id(), static_cast<int>(i));
+    EXPECT_FALSE(dev.kind().empty());
+    EXPECT_FALSE(dev.debug_string().empty());
+    EXPECT_GE(dev.local_hardware_id(), -1);
+    EXPECT_FALSE(dev.memory_kinds().empty());
+  }
+  std::cout << "device 0: kind=" << device(0).kind() << " debug=" << device(0).debug_string()
+            << " memories=";
+  for (const auto& kind : device(0).memory_kinds()) std::cout << kind << " ";
+  std::cout << "\n";
+}
+
+TEST_F(PjrtTest, DefaultClientHasAtLeastOneDevice) {
+  auto client = Client::create(plugin_);
+  EXPECT_GE(client->devices().size(), 1u);
+}
+
+// The CPU plugin lets a C++ exception (std::bad_variant_access) escape PJRT_Client_Create for
+// an option of the wrong type; the wrapper must still surface it as Error.
+TEST_F(PjrtTest, BadCreateOptionThrows) {
+  try {
+    Client::create(plugin_, {{"cpu_device_count", std::string("two")}});
+    FAIL() << "expected Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("PJRT_Client_Create"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(PjrtTest, F32RoundTrip) {
+  const std::vector<float> values = {1.5f, -2.0f, 3.25f, 4.0f};
+  auto buffer = f32_buffer(values, device(0));
+  EXPECT_EQ(buffer->element_type(), PJRT_Buffer_Type_F32);
+  EXPECT_EQ(buffer->dimensions(), std::vector<int64_t>{4});
+  EXPECT_EQ(buffer->on_device_size_in_bytes(), 16u);
+  EXPECT_EQ(buffer->device(), device(0).raw());
+  EXPECT_FALSE(buffer->is_deleted());
+  buffer->ready_event()->await();
+  EXPECT_EQ(read_f32(*buffer, 4), values);
+}
+
+TEST_F(PjrtTest, S64RoundTripRank2) {
+  const std::vector<int64_t> values = {1, -2, 3, int64_t{1} << 40, -(int64_t{1} << 50), 6};
+  auto buffer = client_->buffer_from_host(values.data(), PJRT_Buffer_Type_S64, {2, 3}, device(0));
+  EXPECT_EQ(buffer->element_type(), PJRT_Buffer_Type_S64);
+  EXPECT_EQ(buffer->dimensions(), (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(buffer->on_device_size_in_bytes(), 48u);
+  std::vector<int64_t> out(6);
+  buffer->to_host(out.data(), out.size() * sizeof(int64_t));
+  EXPECT_EQ(out, values);
+}
+
+TEST_F(PjrtTest, ImmutableUntilTransferCompletesHandsBackTheEvent) {
+  const std::vector<float> values = {1, 2, 3, 4};
+  std::unique_ptr<Event> done;
+  auto buffer = client_->buffer_from_host(values.data(), PJRT_Buffer_Type_F32, {4}, device(0),
+                                          HostSemantics::kImmutableUntilTransferCompletes, &done);
+  ASSERT_NE(done, nullptr);
+  done->await();
+  EXPECT_TRUE(done->is_ready());
+  EXPECT_EQ(read_f32(*buffer, 4), values);
+}
+
+TEST_F(PjrtTest, ToHostWithWrongSizeThrows) {
+  auto buffer = f32_buffer({1, 2, 3, 4}, device(0));
+  std::vector<float> out(3);
+  EXPECT_THROW(buffer->to_host(out.data(), out.size() * sizeof(float)), Error);
+}
+
+TEST_F(PjrtTest, CompileAndExecuteOnFirstAndLastDevice) {
+  auto start = std::chrono::steady_clock::now();
+  auto executable = client_->compile(kAddProgram, portable_compile_options());
+  std::cout << "compile of a 4-element add: " << seconds_since(start) * 1e3 << " ms\n";
+  EXPECT_EQ(executable->num_outputs(), 1u);
+  EXPECT_FALSE(executable->name().empty());
+
+  for (const Device* dev : {&device(0), &last_device()}) {
+    auto a = f32_buffer({1, 2, 3, 4}, *dev);
+    auto b = f32_buffer({10, 20, 30, 40}, *dev);
+    start = std::chrono::steady_clock::now();
+    ExecuteResult result = executable->execute({a->raw(), b->raw()}, dev);
+    result.done->await();
+    std::cout << "execute on device " << dev->id() << ": " << seconds_since(start) * 1e6 << " us\n";
+    ASSERT_EQ(result.outputs.size(), 1u);
+    EXPECT_EQ(result.outputs[0]->device(), dev->raw());
+    EXPECT_EQ(read_f32(*result.outputs[0], 4), (std::vector<float>{11, 22, 33, 44}));
+  }
+}
+
+TEST_F(PjrtTest, SerializedExecutableRunsAfterDeserialize) {
+  auto executable = client_->compile(kAddProgram, portable_compile_options());
+  const std::string bytes = executable->serialize();
+  ASSERT_FALSE(bytes.empty());
+  auto restored = client_->deserialize(bytes);
+  EXPECT_EQ(restored->num_outputs(), 1u);
+  auto a = f32_buffer({1, 2, 3, 4}, last_device());
+  auto b = f32_buffer({0.5f, 0.5f, 0.5f, 0.5f}, last_device());
+  ExecuteResult result = restored->execute({a->raw(), b->raw()}, &last_device());
+  EXPECT_EQ(read_f32(*result.outputs[0], 4), (std::vector<float>{1.5f, 2.5f, 3.5f, 4.5f}));
+
+  auto overridden = client_->deserialize(bytes, portable_compile_options());
+  ExecuteResult again = overridden->execute({a->raw(), b->raw()}, &last_device());
+  EXPECT_EQ(read_f32(*again.outputs[0], 4), (std::vector<float>{1.5f, 2.5f, 3.5f, 4.5f}));
+}
+
+TEST_F(PjrtTest, CopyToDeviceMovesDataBetweenDevices) {
+  ASSERT_GE(client_->devices().size(), 2u);
+  auto src = f32_buffer({7, 8, 9, 10}, device(0));
+  auto dst = src->copy_to_device(device(1));
+  EXPECT_EQ(dst->device(), device(1).raw());
+  EXPECT_EQ(read_f32(*dst, 4), (std::vector<float>{7, 8, 9, 10}));
+  EXPECT_EQ(read_f32(*src, 4), (std::vector<float>{7, 8, 9, 10}));
+}
+
+TEST_F(PjrtTest, InvalidProgramThrowsAndTheClientStaysUsable) {
+  try {
+    client_->compile("module { this is not mlir }", portable_compile_options());
+    FAIL() << "expected Error";
+  } catch (const Error& e) {
+    std::cout << "invalid MLIR: code " << e.code() << ": " << e.what() << "\n";
+    EXPECT_NE(e.code(), -1);
+    EXPECT_NE(std::string(e.what()).find("PJRT_Client_Compile"), std::string::npos);
+  }
+  auto executable = client_->compile(kAddProgram, portable_compile_options());
+  EXPECT_EQ(executable->num_outputs(), 1u);
+}
+
+TEST_F(PjrtTest, EmptyCompileOptionsThrowInsteadOfAborting) {
+  EXPECT_THROW(client_->compile(kAddProgram, ""), Error);
+}
+
+TEST_F(PjrtTest, ExecutionEventsReportCompletion) {
+  auto executable = client_->compile(kAddProgram, portable_compile_options());
+  auto a = f32_buffer({1, 1, 1, 1}, device(0));
+  ExecuteResult result = executable->execute({a->raw(), a->raw()}, &device(0));
+  std::promise<std::string> fired;
+  result.done->on_ready([&fired](const std::string& error) { fired.set_value(error); });
+  result.done->await();
+  EXPECT_TRUE(result.done->is_ready());
+  EXPECT_EQ(fired.get_future().get(), "");
+
+  std::vector<float> out(4);
+  auto copied = result.outputs[0]->to_host_async(out.data(), out.size() * sizeof(float));
+  copied->await();
+  EXPECT_EQ(out, (std::vector<float>{2, 2, 2, 2}));
+}
+
+TEST_F(PjrtTest, WrongArgumentCountThrows) {
+  auto executable = client_->compile(kAddProgram, portable_compile_options());
+  auto a = f32_buffer({1, 1, 1, 1}, device(0));
+  EXPECT_THROW(executable->execute({a->raw()}, &device(0)), Error);
+}
+
+TEST_F(PjrtTest, MemoryStatsDoNotCrash) {
+  auto buffer = f32_buffer({1, 2, 3, 4}, device(0));
+  MemoryStats stats = device(0).memory_stats();
+  std::cout << "memory_stats: bytes_in_use=" << stats.bytes_in_use
+            << " peak=" << stats.peak_bytes_in_use << " limit=" << stats.bytes_limit << "\n";
+  EXPECT_GE(stats.bytes_in_use, -1);
+}
+
+TEST_F(PjrtTest, DonationConsumesTheInputUnlessMarkedNonDonatable) {
+  auto executable = client_->compile(kDonatingAddProgram, portable_compile_options());
+  auto b = f32_buffer({10, 20, 30, 40}, device(0));
+
+  auto kept = f32_buffer({1, 2, 3, 4}, device(0));
+  ExecuteResult guarded = executable->execute({kept->raw(), b->raw()}, &device(0), {0});
+  guarded.done->await();
+  EXPECT_FALSE(kept->is_deleted());
+  EXPECT_EQ(read_f32(*kept, 4), (std::vector<float>{1, 2, 3, 4}));
+  EXPECT_EQ(read_f32(*guarded.outputs[0], 4), (std::vector<float>{11, 22, 33, 44}));
+
+  auto donated = f32_buffer({1, 2, 3, 4}, device(0));
+  ExecuteResult consumed = executable->execute({donated->raw(), b->raw()}, &device(0));
+  consumed.done->await();
+  std::cout << "donated input is_deleted after execute: " << donated->is_deleted() << "\n";
+  // The CPU plugin honours the donation: the input buffer is consumed.
+  EXPECT_TRUE(donated->is_deleted());
+  EXPECT_EQ(read_f32(*consumed.outputs[0], 4), (std::vector<float>{11, 22, 33, 44}));
+  EXPECT_THROW(executable->execute({donated->raw(), b->raw()}, &device(0)), Error);
+}
+
+TEST_F(PjrtTest, NonDonatableAllowsPassingOneBufferTwice) {
+  auto executable = client_->compile(kDonatingAddProgram, portable_compile_options());
+  auto a = f32_buffer({1, 2, 3, 4}, device(0));
+  // f(donate(a), a) is rejected by the plugin; marking argument 0 non-donatable makes it legal.
+  EXPECT_THROW(executable->execute({a->raw(), a->raw()}, &device(0)), Error);
+  ExecuteResult result = executable->execute({a->raw(), a->raw()}, &device(0), {0});
+  EXPECT_EQ(read_f32(*result.outputs[0], 4), (std::vector<float>{2, 4, 6, 8}));
+  EXPECT_FALSE(a->is_deleted());
+}
+
+TEST_F(PjrtTest, PortableExecutableNeedsAnExplicitDevice) {
+  // A portable executable has no device assignment, so the CPU plugin refuses a launch
+  // without execute_device.
+  auto executable = client_->compile(kAddProgram, portable_compile_options());
+  auto a = f32_buffer({1, 2, 3, 4}, device(0));
+  EXPECT_THROW(executable->execute({a->raw(), a->raw()}, nullptr), Error);
+}
+
+TEST_F(PjrtTest, DeleteStorageMarksTheBufferDeleted) {
+  auto buffer = f32_buffer({1, 2, 3, 4}, device(0));
+  buffer->delete_storage();
+  EXPECT_TRUE(buffer->is_deleted());
+  std::vector<float> out(4);
+  EXPECT_THROW(buffer->to_host(out.data(), out.size() * sizeof(float)), Error);
+}
+
+}  // namespace
+}  // namespace torchtpu::pjrt

@@ -1,0 +1,239 @@
+"""Random sampling on tpu.
+
+The tpu generator (ThreeFry on (seed, offset)) is not CPU's Mersenne Twister, so values are
+not compared with CPU: the tests check ranges, dtypes, moments on 10^4+ samples, and
+reproducibility under torch.manual_seed.
+"""
+
+import math
+
+import pytest
+import torch
+import torchtpu  # noqa: F401  (registers the tpu device)
+
+DEV = "tpu"
+N = 20000
+
+FLOATS = [torch.float32, torch.bfloat16, torch.float16, torch.float64]
+
+OWN_OPS = {"uniform", "normal", "normal_functional", "bernoulli", "random", "exponential",
+           "log_normal", "cauchy", "geometric"}
+
+
+def _fallbacks():
+    m = torchtpu.metrics()
+    by_op = m.get("cpu_fallbacks_by_op")
+    return dict(by_op) if by_op is not None else {"<all>": m.get("cpu_fallbacks", 0)}
+
+
+def _base(name):
+    name = name.split("::")[-1].split(".")[0]
+    return name[:-1] if name.endswith("_") else name
+
+
+@pytest.fixture(autouse=True)
+def no_own_fallback():
+    before = _fallbacks()
+    yield
+    after = _fallbacks()
+    grown = {k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)}
+    own = {k: v for k, v in grown.items() if k == "<all>" or _base(k) in OWN_OPS}
+    assert not own, f"natively lowered ops fell back to the CPU: {own}"
+
+
+def stats(t):
+    t = t.cpu().double()
+    return t.mean().item(), t.std().item()
+
+
+# ---- uniform ----
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_rand(dtype):
+    x = torch.rand(N, dtype=dtype, device=DEV)
+    assert x.device.type == DEV and x.dtype == dtype and x.shape == (N,)
+    c = x.cpu()
+    assert c.min().item() >= 0 and c.max().item() < 1
+    mean, std = stats(c)
+    assert abs(mean - 0.5) < 0.02
+    assert abs(std - 1 / math.sqrt(12)) < 0.02
+    # Not a handful of repeated values.
+    assert c.unique().numel() > (100 if dtype in (torch.bfloat16,) else 1000)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_uniform_range(dtype):
+    x = torch.empty(N, 2, dtype=dtype, device=DEV).uniform_(-3, 5)
+    c = x.cpu().float()
+    assert c.min().item() >= -3 and c.max().item() < 5
+    mean, std = stats(c)
+    assert abs(mean - 1) < 0.1
+    assert abs(std - 8 / math.sqrt(12)) < 0.1
+    # Both columns are independent streams, not copies.
+    assert not torch.equal(c[:, 0], c[:, 1])
+
+
+def test_rand_shapes():
+    assert torch.rand((), device=DEV).shape == ()
+    assert torch.rand(0, 3, device=DEV).shape == (0, 3)
+    x = torch.rand(3, 4, 5, device=DEV).cpu()
+    assert ((x >= 0) & (x < 1)).all()
+
+
+# ---- normal ----
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_randn(dtype):
+    x = torch.randn(N, dtype=dtype, device=DEV)
+    assert x.dtype == dtype
+    mean, std = stats(x)
+    assert abs(mean) < 0.05
+    assert abs(std - 1) < 0.05
+    c = x.cpu().double()
+    # Tails exist but are sane: ~4.6% of samples beyond 2 sigma.
+    frac = (c.abs() > 2).double().mean().item()
+    assert 0.03 < frac < 0.065
+    assert torch.isfinite(c).all()
+
+
+def test_normal_variants():
+    x = torch.empty(N, device=DEV).normal_(3.0, 2.0)
+    mean, std = stats(x)
+    assert abs(mean - 3) < 0.1 and abs(std - 2) < 0.1
+    m = torch.full((N,), -5.0, device=DEV)
+    mean, std = stats(torch.normal(m, 0.5))
+    assert abs(mean + 5) < 0.05 and abs(std - 0.5) < 0.05
+    s = torch.full((N,), 3.0, device=DEV)
+    mean, std = stats(torch.normal(1.0, s))
+    assert abs(mean - 1) < 0.15 and abs(std - 3) < 0.15
+    mean, std = stats(torch.normal(m, s))
+    assert abs(mean + 5) < 0.15 and abs(std - 3) < 0.15
+    # Broadcast: per-row means.
+    mm = torch.tensor([[0.0], [100.0]], device=DEV).expand(2, N // 2)
+    r = torch.normal(mm, torch.ones(2, N // 2, device=DEV)).cpu()
+    assert abs(r[0].mean().item()) < 0.1 and abs(r[1].mean().item() - 100) < 0.1
+
+
+def test_log_normal_cauchy_geometric_exponential():
+    x = torch.empty(N, device=DEV).exponential_(2.0).cpu()
+    assert (x >= 0).all() and abs(x.mean().item() - 0.5) < 0.03
+    x = torch.empty(N, device=DEV).log_normal_(0.0, 0.5).cpu()
+    assert (x > 0).all() and abs(x.log().mean().item()) < 0.03
+    x = torch.empty(N, device=DEV).cauchy_(1.0, 2.0).cpu()
+    assert abs(x.median().item() - 1) < 0.15
+    x = torch.empty(N, device=DEV).geometric_(0.25).cpu()
+    assert (x >= 1).all() and (x == x.round()).all()
+    assert abs(x.mean().item() - 4) < 0.2
+
+
+# ---- bernoulli ----
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+def test_bernoulli_scalar_p(dtype):
+    x = torch.empty(N, dtype=dtype, device=DEV).bernoulli_(0.3).cpu()
+    assert x.dtype == dtype
+    assert set(x.unique().tolist()) <= {0.0, 1.0}
+    assert abs(x.double().mean().item() - 0.3) < 0.02
+    assert (torch.empty(100, device=DEV).bernoulli_(0.0).cpu() == 0).all()
+    assert (torch.empty(100, device=DEV).bernoulli_(1.0).cpu() == 1).all()
+
+
+def test_bernoulli_tensor_p():
+    p = torch.cat([torch.full((N // 2,), 0.1), torch.full((N // 2,), 0.9)]).to(DEV)
+    x = torch.bernoulli(p).cpu()
+    assert abs(x[: N // 2].mean().item() - 0.1) < 0.02
+    assert abs(x[N // 2:].mean().item() - 0.9) < 0.02
+    y = torch.zeros(N, device=DEV).bernoulli_(p).cpu()
+    assert abs(y[N // 2:].mean().item() - 0.9) < 0.02
+    b = torch.zeros(N, dtype=torch.bool, device=DEV).bernoulli_(0.5).cpu()
+    assert b.dtype == torch.bool and 0.45 < b.float().mean().item() < 0.55
+
+
+# ---- integers ----
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.uint8, torch.float32])
+def test_randint(dtype):
+    x = torch.randint(-3 if dtype != torch.uint8 else 0, 7, (N,), dtype=dtype, device=DEV).cpu()
+    assert x.dtype == dtype
+    lo = -3 if dtype != torch.uint8 else 0
+    assert set(x.unique().tolist()) == set(range(lo, 7))
+    counts = torch.bincount((x - lo).long())
+    assert counts.min().item() > N / (7 - lo) * 0.85
+
+
+def test_random_inplace_forms():
+    x = torch.empty(N, dtype=torch.int64, device=DEV).random_(5).cpu()
+    assert x.min().item() == 0 and x.max().item() == 4
+    x = torch.empty(N, dtype=torch.int64, device=DEV).random_(10, 12).cpu()
+    assert set(x.unique().tolist()) == {10, 11}
+    big = torch.empty(N, dtype=torch.int64, device=DEV).random_(0, 1 << 40).cpu()
+    assert big.max().item() > 1 << 38 and big.min().item() >= 0
+    # No bounds: [0, max] for ints, [0, 2^digits] for floats.
+    full = torch.empty(N, dtype=torch.int32, device=DEV).random_().cpu()
+    assert full.min().item() >= 0 and full.max().item() > (1 << 30)
+    f = torch.empty(N, dtype=torch.float32, device=DEV).random_().cpu()
+    assert f.min().item() >= 0 and f.max().item() <= 2 ** 24 and (f == f.round()).all()
+    b = torch.empty(N, dtype=torch.bool, device=DEV).random_().cpu()
+    assert set(b.unique().tolist()) == {False, True}
+    neg = torch.empty(N, dtype=torch.int64, device=DEV).random_(-(1 << 62), None).cpu()
+    assert neg.min().item() < 0 < neg.max().item()
+
+
+# ---- reproducibility ----
+
+
+def test_manual_seed_reproduces():
+    torch.manual_seed(0)
+    a = torch.randn(1000, device=DEV).cpu()
+    b = torch.rand(10, device=DEV).cpu()
+    torch.manual_seed(0)
+    a2 = torch.randn(1000, device=DEV).cpu()
+    b2 = torch.rand(10, device=DEV).cpu()
+    assert torch.equal(a, a2) and torch.equal(b, b2)
+    torch.manual_seed(1)
+    assert not torch.equal(torch.randn(1000, device=DEV).cpu(), a)
+
+
+def test_consecutive_draws_are_independent():
+    torch.manual_seed(123)
+    a = torch.randn(N, device=DEV).cpu()
+    b = torch.randn(N, device=DEV).cpu()
+    assert not torch.equal(a, b)
+    # Neither equal nor shifted copies of each other (counter overlap would give that).
+    for shift in range(3):
+        corr = torch.corrcoef(torch.stack([a[shift:], b[: N - shift]]))[0, 1].item()
+        assert abs(corr) < 0.05, (shift, corr)
+    # Small draws (offsets one apart) differ too.
+    c = [torch.rand(1, device=DEV).item() for _ in range(50)]
+    assert len(set(c)) == 50
+
+
+def test_explicit_generator():
+    try:
+        g = torch.Generator(device=DEV)
+    except RuntimeError as e:
+        pytest.skip(f"tpu Generator objects unavailable: {e}")
+    g.manual_seed(42)
+    a = torch.randn(100, device=DEV, generator=g).cpu()
+    g.manual_seed(42)
+    b = torch.randn(100, device=DEV, generator=g).cpu()
+    assert torch.equal(a, b)
+    state = g.get_state()
+    c = torch.rand(100, device=DEV, generator=g).cpu()
+    g.set_state(state)
+    d = torch.rand(100, device=DEV, generator=g).cpu()
+    assert torch.equal(c, d)
+
+
+def test_fork_rng_restores():
+    torch.manual_seed(7)
+    with torch.random.fork_rng(device_type=DEV):
+        torch.randn(10, device=DEV)
+    x = torch.randn(10, device=DEV).cpu()
+    torch.manual_seed(7)
+    y = torch.randn(10, device=DEV).cpu()
+    assert torch.equal(x, y)

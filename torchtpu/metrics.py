@@ -1,0 +1,30 @@
+"""Counters that make every compile, transfer, sync and CPU fallback visible."""
+
+from __future__ import annotations
+
+from . import _C
+
+
+def metrics() -> dict:
+    m = _C._metrics()
+    m["program_cache_entries"] = _C._program_cache_size()
+    return m
+
+
+def reset_metrics() -> None:
+    _C._reset_metrics()
+
+
+def metrics_report() -> str:
+    m = metrics()
+    by_op = m.pop("cpu_fallbacks_by_op")
+    width = max(len(k) for k in m)
+    lines = ["torchtpu metrics", "-" * (width + 16)]
+    for k, v in m.items():
+        shown = f"{v:.3f}" if isinstance(v, float) else str(v)
+        lines.append(f"{k:<{width}}  {shown:>12}")
+    if by_op:
+        lines.append("CPU fallbacks by op:")
+        for op, n in sorted(by_op.items(), key=lambda kv: -kv[1]):
+            lines.append(f"  {op:<{width}}  {n:>10}")
+    return "\n".join(lines)
