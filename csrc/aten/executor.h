@@ -23,6 +23,9 @@ void run_lowered_by_name(const char* name, const char* overload, torch::jit::Sta
 at::Tensor wrap_buffer(device::BufferPtr buffer, c10::IntArrayRef sizes, c10::ScalarType dtype,
                        int device_index);
 
+// Gives every lowered op (and its in-place/out= forms) the tpu kernel directly.
+void register_lowered_kernels();
+
 // Number of entries in the in-memory program cache (for tests and metrics).
 size_t program_cache_size();
 

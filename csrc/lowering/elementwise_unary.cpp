@@ -127,9 +127,11 @@ std::vector<Value> lower_round_decimals(LoweringContext& ctx) {
 }
 
 // log(z / (1 - z)) with z clamped to [eps, 1 - eps] when eps is given (eps < 0: no clamp).
+// PyTorch's CPU kernel forms the ratio in the input dtype even for f16/bf16 (only the log
+// runs in f32), so this does too to give the same values.
 std::vector<Value> lower_logit(LoweringContext& ctx) {
   FunctionBuilder& b = ctx.b;
-  Value x = input(ctx, opmath(ctx.out_type().dtype));
+  Value x = input(ctx, ctx.out_type().dtype);
   size_t eps_i = ctx.index_of("eps");
   if (!ctx.is_none(eps_i) && ctx.double_arg(eps_i) >= 0) {
     double eps = ctx.double_arg(eps_i);
@@ -137,8 +139,8 @@ std::vector<Value> lower_logit(LoweringContext& ctx) {
     x = b.select(cmp(b, x, lo, CompareDirection::kLT), lo,
                  b.select(cmp(b, x, hi, CompareDirection::kGT), hi, x));
   }
-  Value r = b.unary("stablehlo.log", b.div(x, b.sub(cst(b, 1, x), x)));
-  return {finish(ctx, r)};
+  Value ratio = b.convert(b.div(x, b.sub(cst(b, 1, x), x)), opmath(x.dtype()));
+  return {finish(ctx, b.unary("stablehlo.log", ratio))};
 }
 
 std::vector<Value> lower_nan_to_num(LoweringContext& ctx) {

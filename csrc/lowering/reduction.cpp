@@ -100,12 +100,28 @@ Value extreme(FunctionBuilder& b, ElementType t, bool lowest) {
       s);
 }
 
-// max/min reduction; stablehlo.maximum/minimum propagate NaN like PyTorch's amax/amin.
-Value reduce_extreme(FunctionBuilder& b, Value x, const std::vector<int64_t>& dims, bool is_max) {
+// max/min reduction with an explicit NaN rule: XLA CPU's maximum/minimum return the non-NaN
+// operand, while PyTorch's amax/amin (and max/min, norm inf) propagate NaN.
+Value reduce_extreme(FunctionBuilder& b, Value x, Value init, const std::vector<int64_t>& dims,
+                     bool is_max) {
   ElementType t = x.dtype();
-  const char* body = t == ElementType::kPred ? (is_max ? "stablehlo.or" : "stablehlo.and")
-                                             : (is_max ? "stablehlo.maximum" : "stablehlo.minimum");
-  return b.reduce_simple(x, extreme(b, t, is_max), dims, body);
+  if (!shlo::is_float(t)) {
+    const char* body = t == ElementType::kPred
+                           ? (is_max ? "stablehlo.or" : "stablehlo.and")
+                           : (is_max ? "stablehlo.maximum" : "stablehlo.minimum");
+    return b.reduce_simple(x, init, dims, body);
+  }
+  return b.reduce({x}, {init}, dims,
+                  [is_max](FunctionBuilder& rb, const std::vector<Value>& a) -> std::vector<Value> {
+                    Value better = rb.compare(a[0], a[1], is_max ? CompareDirection::kGT
+                                                                 : CompareDirection::kLT);
+                    Value a_nan = rb.compare(a[0], a[0], CompareDirection::kNE);
+                    return {rb.select(rb.binary("stablehlo.or", better, a_nan), a[0], a[1])};
+                  })[0];
+}
+
+Value reduce_extreme(FunctionBuilder& b, Value x, const std::vector<int64_t>& dims, bool is_max) {
+  return reduce_extreme(b, x, extreme(b, x.dtype(), is_max), dims, is_max);
 }
 
 Value reduce_sum(FunctionBuilder& b, Value x, const std::vector<int64_t>& dims) {
@@ -281,8 +297,8 @@ Value vector_norm(LoweringContext& ctx, Value x0, std::optional<Value> ord,
   Value p = ord ? b.convert(*ord, acc) : b.constant(2, s);
   const double inf = std::numeric_limits<double>::infinity();
 
-  Value n_inf = b.reduce_simple(a, b.constant(0, s), dims, "stablehlo.maximum");
-  Value n_ninf = b.reduce_simple(a, b.constant(inf, s), dims, "stablehlo.minimum");
+  Value n_inf = reduce_extreme(b, a, b.constant(0, s), dims, /*is_max=*/true);
+  Value n_ninf = reduce_extreme(b, a, b.constant(inf, s), dims, /*is_max=*/false);
   Value nonzero = b.convert(b.compare(a, b.constant(0, a.type), CompareDirection::kNE), acc);
   Value n_zero = reduce_sum(b, nonzero, dims);
   Value n_two = b.unary("stablehlo.sqrt", reduce_sum(b, b.mul(a, a), dims));

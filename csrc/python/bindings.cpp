@@ -22,6 +22,7 @@ using namespace torchtpu;
 PYBIND11_MODULE(_C, m) {
   m.doc() = "torchtpu native core";
   device::register_hooks();
+  aten::register_lowered_kernels();
 
   m.def("_configure", &runtime::configure, py::arg("plugin_path"), py::arg("error"));
   m.def("_is_available", &runtime::is_available, py::call_guard<py::gil_scoped_release>());

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Idempotent: system packages, a virtual environment with torch + the XLA CPU PJRT plugin,
+# and the torchtpu build (editable install, so the torch.backends entry point is registered).
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+need=()
+for p in cmake ninja-build ccache g++ libgtest-dev; do
+  dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+py="${PYTHON_BIN:-python3.11}"
+command -v "$py" >/dev/null || py=python3
+[ -x .venv/bin/python ] || "$py" -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip >/dev/null
+# torch 2.13.0 (CPU build) is what we test against; TORCHTPU_TORCH_SPEC overrides it.
+.venv/bin/pip install -q "${TORCHTPU_TORCH_SPEC:-torch==2.13.0}" xla-cpu-pjrt numpy pytest expecttest
+bash scripts/build.sh
+.venv/bin/pip install -q --no-build-isolation --no-deps -e . >/dev/null
