@@ -502,7 +502,9 @@ class ProgramBuilder {
           TORCH_CHECK(lowering::to_element_type(d.dtype) == p.dtype, "torchtpu: ",
                       plan_.called_name, " writes through a view whose dtype differs from its "
                       "storage's; not supported");
-          Value base = fresh ? param_value(d.param) : current_[d.param];
+          Value base = !fresh        ? current_[d.param]
+                       : p.buffer    ? param_value(d.param)
+                                     : module_.main().constant(0, TensorType(p.dtype, p.dims));
           current_[d.param] = lowering::write_view(b, base, d.view, v);
         }
         bool seen = false;
@@ -548,6 +550,10 @@ class ProgramBuilder {
 
   Value read_tensor(const ArgDesc& d) {
     const Param& p = state_.params[static_cast<size_t>(d.param)];
+    if (p.kind == Param::Kind::kStorage && !p.buffer) {
+      // A never-written storage reads as zeros: a constant XLA folds, never a transfer.
+      return module_.main().constant(0, TensorType(lowering::to_element_type(d.dtype), d.view.sizes));
+    }
     Value base = param_value(d.param);
     if (p.kind != Param::Kind::kStorage) return base;
     auto& b = module_.main();
@@ -623,12 +629,6 @@ class ProgramBuilder {
 // ---------------------------------------------------------------------------------------------
 // Launch.
 
-device::BufferPtr zeros_buffer(const std::vector<int64_t>& dims, ElementType dtype, int device) {
-  int64_t n = lowering::numel_of(dims);
-  std::vector<uint8_t> zeros(static_cast<size_t>(n) * std::max(1, shlo::bit_width(dtype) / 8));
-  return upload(zeros.data(), dims, dtype, device);
-}
-
 device::BufferPtr scalar_buffer(const Param& p, int device) {
   union {
     bool b;
@@ -666,7 +666,9 @@ void launch(const OpPlan& plan, const Entry& entry, CallState& state, torch::jit
     device::BufferPtr buf;
     switch (p.kind) {
       case Param::Kind::kStorage:
-        buf = p.buffer ? p.buffer : zeros_buffer(p.dims, p.dtype, dev);
+        // Never-written storages are folded into the program as zeros, never passed.
+        TORCH_INTERNAL_ASSERT(p.buffer, "torchtpu: uninitialized storage passed to a program");
+        buf = p.buffer;
         break;
       case Param::Kind::kScalar:
       case Param::Kind::kCpuTensor:
@@ -885,7 +887,12 @@ void run_lowered_by_name(const char* name, const char* overload, torch::jit::Sta
 void tpu_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const OpPlan& plan = plan_for(op);
   if (!plan.lowering) return cpu_fallback(op, stack, "no lowering");
-  run_lowered(op, stack);
+  try {
+    run_lowered(op, stack);
+  } catch (const std::bad_alloc&) {
+    TORCH_CHECK_WITH(OutOfMemoryError, false, "torchtpu: out of memory running ",
+                     plan.called_name);
+  }
 }
 
 }  // namespace torchtpu::aten
