@@ -780,6 +780,13 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const size_t nargs = schema.arguments().size();
   const size_t first = stack->size() - nargs;
 
+  if (plan.variant == Variant::kOut && *plan.lowered_op == op) {
+    // Out= ops lowered as themselves (arange.out, linspace.out, eye.out) size their outputs from
+    // scalar *values*, which the signature deliberately leaves out: size them on every call.
+    std::vector<c10::IValue> called_args(stack->begin() + static_cast<std::ptrdiff_t>(first),
+                                         stack->end());
+    resize_outs(plan, meta_call(op, called_args), stack, first);
+  }
   for (int attempt = 0; attempt < 2; ++attempt) {
     CallState state;
     state.key.reserve(256);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <string>
 
 #include "lowering/lowering.h"
 
@@ -113,8 +114,8 @@ Value reduce_extreme(FunctionBuilder& b, Value x, Value init, const std::vector<
   }
   return b.reduce({x}, {init}, dims,
                   [is_max](FunctionBuilder& rb, const std::vector<Value>& a) -> std::vector<Value> {
-                    Value better = rb.compare(a[0], a[1], is_max ? CompareDirection::kGT
-                                                                 : CompareDirection::kLT);
+                    Value better = rb.compare(
+                        a[0], a[1], is_max ? CompareDirection::kGT : CompareDirection::kLT);
                     Value a_nan = rb.compare(a[0], a[0], CompareDirection::kNE);
                     return {rb.select(rb.binary("stablehlo.or", better, a_nan), a[0], a[1])};
                   })[0];
@@ -189,6 +190,10 @@ LoweringFn amax_like(bool is_max) {
 LoweringFn full_extreme(bool is_max) {
   return [is_max](LoweringContext& ctx) -> std::vector<Value> {
     Value x = ctx.tensor(0);
+    // The meta kernel lets this through; CPU refuses it.
+    TORCH_CHECK(x.type.numel() > 0, is_max ? "max" : "min",
+                "(): Expected reduction dim to be specified for input.numel() == 0. Specify the "
+                "reduction dim with the 'dim' argument.");
     return {finish(ctx, reduce_extreme(ctx.b, x, all_dims(x.rank()), is_max))};
   };
 }
@@ -225,6 +230,9 @@ LoweringFn max_dim(bool is_max) {
   return [is_max](LoweringContext& ctx) -> std::vector<Value> {
     Value x = ctx.tensor(0);
     int64_t dim = wrap_dim(ctx.int_arg(1), x.rank());
+    TORCH_CHECK_INDEX(x.rank() == 0 || x.shape()[static_cast<size_t>(dim)] > 0,
+                      is_max ? "max" : "min", "(): Expected reduction dim ", dim,
+                      " to have non-zero size.");
     if (x.rank() == 0) {
       return {finish(ctx, x, 0), ctx.b.constant_int(0, ctx.out_type(1))};
     }
@@ -380,6 +388,39 @@ std::vector<Value> lower_logsumexp(LoweringContext& ctx) {
   return {finish(ctx, r)};
 }
 
+// ---- cumsum / cumprod ----
+
+// Inclusive scan along `dim` as a reduce_window whose window reaches back over the whole dim.
+LoweringFn scan(const char* body_op, double init) {
+  return [body_op, init](LoweringContext& ctx) -> std::vector<Value> {
+    FunctionBuilder& b = ctx.b;
+    const TensorType& out = ctx.out_type();
+    ElementType acc = acc_type(out.dtype);
+    Value x = b.convert(ctx.tensor(0), acc);
+    int64_t dim = wrap_dim(ctx.int_arg(1), x.rank());
+    if (x.rank() == 0 || x.type.numel() == 0) return {finish(ctx, x)};
+    int64_t n = x.shape()[static_cast<size_t>(dim)];
+    std::vector<int64_t> window(static_cast<size_t>(x.rank()), 1), strides = window;
+    window[static_cast<size_t>(dim)] = n;
+    std::string padding = "padding = dense<[";
+    for (int64_t i = 0; i < x.rank(); ++i) {
+      padding += (i ? ", [" : "[") + std::to_string(i == dim ? n - 1 : 0) + ", 0]";
+    }
+    padding += "]> : tensor<" + std::to_string(x.rank()) + "x2xi64>";
+    std::string attrs = "window_dimensions = " + shlo::i64_array(window) +
+                        ", window_strides = " + shlo::i64_array(strides) + ", " + padding;
+    Value init_v = scalar(b, init, acc);
+    TensorType s(acc, {});
+    Value r = b.op_multi(
+        "stablehlo.reduce_window", {x, init_v}, {x.type}, attrs,
+        {{{s, s},
+          [body_op](FunctionBuilder& rb, const std::vector<Value>& a) -> std::vector<Value> {
+            return {rb.binary(body_op, a[0], a[1])};
+          }}})[0];
+    return {finish(ctx, r)};
+  };
+}
+
 TORCHTPU_LOWERING("aten::sum", lower_sum);
 TORCHTPU_LOWERING("aten::sum.dim_IntList", lower_sum_dim);
 TORCHTPU_LOWERING("aten::mean", lower_mean);
@@ -410,6 +451,8 @@ TORCHTPU_LOWERING("aten::all", any_all(false, DimForm::kAll));
 TORCHTPU_LOWERING("aten::all.dim", any_all(false, DimForm::kInt));
 TORCHTPU_LOWERING("aten::all.dims", any_all(false, DimForm::kOptList));
 TORCHTPU_LOWERING("aten::logsumexp", lower_logsumexp);
+TORCHTPU_LOWERING("aten::cumsum", scan("stablehlo.add", 0));
+TORCHTPU_LOWERING("aten::cumprod", scan("stablehlo.multiply", 1));
 
 }  // namespace
 }  // namespace torchtpu::lowering

@@ -231,7 +231,7 @@ def test_explicit_generator():
 
 def test_fork_rng_restores():
     torch.manual_seed(7)
-    with torch.random.fork_rng(device_type=DEV):
+    with torch.random.fork_rng(devices=[0], device_type=DEV):
         torch.randn(10, device=DEV)
     x = torch.randn(10, device=DEV).cpu()
     torch.manual_seed(7)

@@ -22,6 +22,7 @@ OWN_OPS = {
     "sum", "mean", "prod", "amax", "amin", "max", "min", "argmax", "argmin", "var", "std",
     "var_mean", "std_mean", "linalg_vector_norm", "norm", "any", "all", "logsumexp",
     "_softmax", "_log_softmax", "_softmax_backward_data", "_log_softmax_backward_data",
+    "cumsum", "cumprod",
 }
 
 
@@ -87,13 +88,6 @@ def tol(dtype):
 
 
 DIMS = [None, 0, 1, -1, (0, 1), (0, -1), (2, 0)]
-
-
-def _dims_ok(dims, rank):
-    if dims is None:
-        return True
-    dl = dims if isinstance(dims, tuple) else (dims,)
-    return all(-rank <= d < rank for d in dl)
 
 
 # ---- sum / mean / prod ----
@@ -316,6 +310,11 @@ def test_norm_variants():
     check(lambda t: t.norm(p=1, dim=0), x)
     check(lambda t: torch.ops.aten.norm.ScalarOpt_dim(t, 3, [1]), x)
     check(lambda t: torch.ops.aten.norm.Scalar(t, 1), x)
+    check(lambda t: torch.ops.aten.norm.ScalarOpt_dim(t, None, [0], True), x)
+    check(lambda t: torch.ops.aten.norm.ScalarOpt_dim_dtype(t, 2, [1], False, dtype=torch.float64),
+          x)
+    check(lambda t: torch.ops.aten.norm.ScalarOpt_dtype(t, math.inf, dtype=torch.float32),
+          x.to(torch.bfloat16))
 
 
 # ---- any / all ----
@@ -355,6 +354,42 @@ def test_logsumexp(dtype, dim):
 def test_logsumexp_infinities():
     x = torch.tensor([[-math.inf, -math.inf], [math.inf, 1.0], [1000.0, 1000.0]])
     check(lambda t: torch.logsumexp(t, 1), x)
+
+
+# ---- cumsum / cumprod ----
+
+
+@pytest.mark.parametrize("dtype", ALL)
+@pytest.mark.parametrize("op", [torch.cumsum, torch.cumprod])
+def test_cumsum_cumprod(dtype, op):
+    x = make((3, 5), dtype, low=-2, high=3)
+    if dtype.is_floating_point:
+        x = x.clamp(-1.5, 1.5)
+    for dim in (0, 1, -1):
+        check(lambda t: op(t, dim), x, **tol(dtype))
+    check(lambda t: op(t, 0), make((), dtype))
+    check(lambda t: op(t, 1), torch.zeros(2, 0, dtype=dtype))
+
+
+def test_cumsum_dtype_out_inplace():
+    x = make((4, 6), torch.int32)
+    check(lambda t: torch.cumsum(t, 1, dtype=torch.float32), x)
+    # Long scans accumulate bf16 in f32 (2048 ones stay exact).
+    check(lambda t: torch.cumsum(t, 0), torch.ones(2048, dtype=torch.bfloat16), atol=0, rtol=0)
+    y = make((4, 6), torch.float32)
+    out = torch.empty(4, 6, device=DEV)
+    torch.cumsum(y.to(DEV), 0, out=out)
+    torch.testing.assert_close(out.cpu(), torch.cumsum(y, 0))
+    yd = y.to(DEV)
+    yd.cumsum_(1)
+    torch.testing.assert_close(yd.cpu(), torch.cumsum(y, 1))
+
+
+def test_empty_max_min_raise_like_cpu():
+    with pytest.raises(RuntimeError, match="Expected reduction dim to be specified"):
+        torch.max(torch.zeros(0, device=DEV))
+    with pytest.raises((RuntimeError, IndexError), match="to have non-zero size"):
+        torch.min(torch.zeros(0, 3, device=DEV), 0)
 
 
 # ---- softmax ----
