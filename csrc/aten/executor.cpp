@@ -464,6 +464,14 @@ class ProgramBuilder {
       largs.push_back(to_larg(state_.args[plan_.arg_map[j]], stack_[first_ + plan_.arg_map[j]]));
     }
     lowering::LoweringContext ctx(b, schema, std::move(largs), out_types);
+    ctx.set_rng_source([this, entry]() -> Value {
+      // The device's default generator, drawn at every launch (index -1 in used_params).
+      if (!default_rng_) {
+        default_rng_ = module_.main().add_argument(TensorType(ElementType::kU64, {2}));
+        used_params_.push_back(-1);
+      }
+      return *default_rng_;
+    });
     std::vector<Value> results = (*plan_.lowering)(ctx);
     TORCH_CHECK(results.size() == out_types.size(), "torchtpu: lowering of ", plan_.lowering_name,
                 " returned ", results.size(), " values, the op has ", out_types.size());
@@ -623,6 +631,7 @@ class ProgramBuilder {
   std::vector<std::optional<Value>> param_values_;
   std::vector<int> used_params_;
   std::unordered_map<int, Value> current_;
+  std::optional<Value> default_rng_;
   std::string text_;
 };
 
@@ -662,8 +671,17 @@ void launch(const OpPlan& plan, const Entry& entry, CallState& state, torch::jit
   std::vector<PJRT_Buffer*> args;
   keep.reserve(entry.used_params.size());
   for (int index : entry.used_params) {
-    Param& p = state.params[static_cast<size_t>(index)];
     device::BufferPtr buf;
+    if (index < 0) {
+      auto [seed, offset] =
+          device::next_seed_offset(std::nullopt, static_cast<c10::DeviceIndex>(dev), entry.rng_numel);
+      uint64_t seed_offset[2] = {seed, offset};
+      buf = upload(seed_offset, {2}, ElementType::kU64, dev);
+      args.push_back(buf->raw());
+      keep.push_back(std::move(buf));
+      continue;
+    }
+    Param& p = state.params[static_cast<size_t>(index)];
     switch (p.kind) {
       case Param::Kind::kStorage:
         // Never-written storages are folded into the program as zeros, never passed.

@@ -107,6 +107,12 @@ std::optional<c10::ScalarType> LoweringContext::optional_dtype(size_t i) const {
   return static_cast<c10::ScalarType>(arg(i).ivalue.toInt());
 }
 
+Value LoweringContext::rng_state() {
+  TORCH_CHECK(rng_source_, "torchtpu lowering: ", schema_.name(),
+              " needs random state but this program has no generator");
+  return rng_source_();
+}
+
 Value LoweringContext::operand(size_t i, ElementType dtype) const {
   return b.convert(tensor(i), dtype);
 }

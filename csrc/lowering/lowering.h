@@ -65,6 +65,11 @@ class LoweringContext {
   std::optional<int64_t> optional_int(size_t i) const;
   std::optional<c10::ScalarType> optional_dtype(size_t i) const;
 
+  // The (seed, offset) tensor<2xui64> of the default generator, for random ops whose schema
+  // has no Generator argument (native_dropout). Each call reserves a fresh stream.
+  Value rng_state();
+  void set_rng_source(std::function<Value()> fn) { rng_source_ = std::move(fn); }
+
   // A tensor or Scalar argument converted to `dtype` (runtime scalars stay runtime).
   Value operand(size_t i, ElementType dtype) const;
   // The dtype PyTorch's type promotion gives these tensor/Scalar arguments
@@ -75,6 +80,7 @@ class LoweringContext {
   const c10::FunctionSchema& schema_;
   std::vector<LArg> args_;
   std::vector<TensorType> out_types_;
+  std::function<Value()> rng_source_;
 };
 
 // Returns one Value per schema return (in-place and out= variants are handled by the caller,
