@@ -74,7 +74,9 @@ std::vector<Value> lower_gelu(LoweringContext& ctx) {
     inner = gelu_tanh_inner(b, x);
   } else {
     TORCH_CHECK(approx == "none", "torchtpu lowering: gelu: unknown approximate '", approx, "'");
-    inner = b.unary("chlo.erf", b.mul(x, cst(b, kSqrt1_2, x)));
+    // 1 + erf(x / sqrt2) as erfc(-x / sqrt2): no cancellation for negative x.
+    Value cdf2 = b.unary("chlo.erfc", b.mul(x, cst(b, -kSqrt1_2, x)));
+    return {finish(ctx, b.mul(b.mul(x, half), cdf2))};
   }
   return {finish(ctx, b.mul(b.mul(x, half), b.add(one, inner)))};
 }
@@ -96,7 +98,7 @@ std::vector<Value> lower_gelu_backward(LoweringContext& ctx) {
   } else {
     TORCH_CHECK(approx == "none", "torchtpu lowering: gelu_backward: unknown approximate '", approx,
                 "'");
-    Value cdf = b.mul(half, b.add(one, b.unary("chlo.erf", b.mul(x, cst(b, kSqrt1_2, x)))));
+    Value cdf = b.mul(half, b.unary("chlo.erfc", b.mul(x, cst(b, -kSqrt1_2, x))));
     Value pdf = b.mul(b.unary("stablehlo.exponential", b.mul(cst(b, -0.5, x), b.mul(x, x))),
                       cst(b, kInvSqrt2Pi, x));
     dx = b.add(cdf, b.mul(x, pdf));
@@ -123,6 +125,42 @@ std::vector<Value> lower_mish(LoweringContext& ctx) {
   Value x = arg(ctx, 0);
   Value softplus = b.unary("stablehlo.log_plus_one", b.unary("stablehlo.exponential", x));
   return {finish(ctx, b.mul(x, b.unary("stablehlo.tanh", softplus)))};
+}
+
+// dy * (tanh(softplus(x)) + x * sigmoid(x) * (1 - tanh(softplus(x))^2))
+std::vector<Value> lower_mish_backward(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  Value grad = arg(ctx, 0), x = arg(ctx, 1);
+  Value one = cst(b, 1, x);
+  Value s = b.unary("stablehlo.logistic", x);
+  Value t = b.unary("stablehlo.tanh",
+                    b.unary("stablehlo.log_plus_one", b.unary("stablehlo.exponential", x)));
+  Value d = b.add(t, b.mul(b.mul(x, s), b.sub(one, b.mul(t, t))));
+  return {finish(ctx, b.mul(grad, d))};
+}
+
+// (min(x, 0) - log1p(exp(-|x|)), buffer = exp(-|x|)), the CPU kernel's formulation; its
+// backward reads the buffer, so the buffer must hold the same values.
+std::vector<Value> lower_log_sigmoid_forward(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  Value x = arg(ctx, 0);
+  Value zero = cst(b, 0, x);
+  Value z = b.unary("stablehlo.exponential", b.neg(b.unary("stablehlo.abs", x)));
+  Value lo = b.select(cmp(b, x, zero, CompareDirection::kLT), x, zero);  // keeps NaN
+  Value out = b.sub(lo, b.unary("stablehlo.log_plus_one", z));
+  return {coerce(b, out, ctx.out_type(0)), coerce(b, z, ctx.out_type(1))};
+}
+
+// grad * (max_deriv - sign * z / (1 + z)) with z the forward's buffer.
+std::vector<Value> lower_log_sigmoid_backward(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  Value grad = arg(ctx, 0), x = arg(ctx, 1), z = arg(ctx, 2);
+  Value one = cst(b, 1, x);
+  Value negative = cmp(b, x, cst(b, 0, x), CompareDirection::kLT);
+  Value max_deriv = b.select(negative, one, cst(b, 0, x));
+  Value sign = b.select(negative, one, cst(b, -1, x));
+  Value d = b.sub(max_deriv, b.mul(sign, b.div(z, b.add(one, z))));
+  return {finish(ctx, b.mul(grad, d))};
 }
 
 std::vector<Value> lower_sigmoid_backward(LoweringContext& ctx) {
@@ -259,16 +297,19 @@ std::vector<Value> lower_hardswish_backward(LoweringContext& ctx) {
   Value grad = arg(ctx, 0), x = arg(ctx, 1);
   Value lo = cst(b, -3, x), hi = cst(b, 3, x);
   Value mid = b.mul(grad, b.add(b.div(x, hi), cst(b, 0.5, x)));
-  Value r = b.select(cmp(b, x, hi, CompareDirection::kLE), mid, grad);
-  return {finish(ctx, b.select(cmp(b, x, lo, CompareDirection::kLT), cst(b, 0, x), r))};
+  Value r = b.select(cmp(b, x, hi, CompareDirection::kLT), mid, grad);
+  return {finish(ctx, b.select(cmp(b, x, lo, CompareDirection::kLE), cst(b, 0, x), r))};
 }
 
 TORCHTPU_LOWERING("aten::relu", lower_relu);
+TORCHTPU_LOWERING("aten::log_sigmoid_forward", lower_log_sigmoid_forward);
+TORCHTPU_LOWERING("aten::log_sigmoid_backward", lower_log_sigmoid_backward);
 TORCHTPU_LOWERING("aten::gelu", lower_gelu);
 TORCHTPU_LOWERING("aten::gelu_backward", lower_gelu_backward);
 TORCHTPU_LOWERING("aten::silu", lower_silu);
 TORCHTPU_LOWERING("aten::silu_backward", lower_silu_backward);
 TORCHTPU_LOWERING("aten::mish", lower_mish);
+TORCHTPU_LOWERING("aten::mish_backward", lower_mish_backward);
 TORCHTPU_LOWERING("aten::sigmoid_backward", lower_sigmoid_backward);
 TORCHTPU_LOWERING("aten::tanh_backward", lower_tanh_backward);
 TORCHTPU_LOWERING("aten::softplus", lower_softplus);

@@ -169,8 +169,9 @@ std::vector<Value> lower_div_mode(LoweringContext& ctx) {
   Value x = operand(ctx, 0, ct), y = operand(ctx, 1, ct);
   if (mode.empty()) return {finish(ctx, ctx.b.div(x, y))};
   if (mode == "trunc") {
-    Value q = ctx.b.div(x, y);
-    return {finish(ctx, is_fp(ct) ? trunc_float(ctx.b, q) : q)};
+    // The CPU kernel rounds an f16/bf16 quotient to its dtype before truncating it.
+    Value q = ctx.b.convert(ctx.b.div(x, y), ctx.out_type().dtype);
+    return {finish(ctx, is_fp(q.dtype()) ? trunc_float(ctx.b, q) : q)};
   }
   TORCH_CHECK(mode == "floor", "torchtpu lowering: ", ctx.schema().name(),
               ": rounding_mode must be None, 'trunc' or 'floor', got '", mode, "'");
@@ -278,6 +279,11 @@ TORCHTPU_LOWERING("aten::xlogy.Scalar_Self", binary_fn(xlogy_fn));
 TORCHTPU_LOWERING("aten::xlogy.Scalar_Other", binary_fn(xlogy_fn));
 TORCHTPU_LOWERING("aten::lerp.Scalar", lower_lerp);
 TORCHTPU_LOWERING("aten::lerp.Tensor", lower_lerp);
+// In-place overloads whose functional twin has another overload name (pow_.Scalar is
+// pow.Tensor_Scalar, not pow.Scalar), which the kernel's by-name mapping cannot find.
+TORCHTPU_LOWERING("aten::pow_.Scalar", binary_fn(pow_any));
+TORCHTPU_LOWERING("aten::pow_.Tensor", binary_fn(pow_any));
+TORCHTPU_LOWERING("aten::floor_divide_.Tensor", binary_fn(floor_div));
 TORCHTPU_LOWERING("aten::addcmul", addc("stablehlo.multiply"));
 TORCHTPU_LOWERING("aten::addcdiv", addc("stablehlo.divide"));
 

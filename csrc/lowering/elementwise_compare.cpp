@@ -16,7 +16,6 @@ using shlo::CompareDirection;
 
 bool is_fp(ElementType t) { return shlo::is_float(t); }
 
-Value cst(FunctionBuilder& b, double v, const Value& like) { return b.constant(v, like.type); }
 Value is_nan(FunctionBuilder& b, Value x) { return b.compare(x, x, CompareDirection::kNE); }
 
 // XLA's maximum/minimum return the non-NaN operand on CPU; PyTorch's clamp propagates NaN.
@@ -152,6 +151,13 @@ TORCHTPU_LOWERING("aten::__lshift__.Tensor", shift(true));
 TORCHTPU_LOWERING("aten::__lshift__.Scalar", shift(true));
 TORCHTPU_LOWERING("aten::__rshift__.Tensor", shift(false));
 TORCHTPU_LOWERING("aten::__rshift__.Scalar", shift(false));
+
+// In-place forms lowered by their own name: the functional twin of __ilshift__ is
+// __lshift__, which the kernel's "drop the trailing _" mapping cannot find.
+TORCHTPU_LOWERING("aten::__ilshift__.Tensor", shift(true));
+TORCHTPU_LOWERING("aten::__ilshift__.Scalar", shift(true));
+TORCHTPU_LOWERING("aten::__irshift__.Tensor", shift(false));
+TORCHTPU_LOWERING("aten::__irshift__.Scalar", shift(false));
 
 TORCHTPU_LOWERING("aten::where.self", lower_where);
 TORCHTPU_LOWERING("aten::where.ScalarSelf", lower_where);

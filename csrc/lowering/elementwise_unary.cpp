@@ -40,6 +40,16 @@ Value signbit(FunctionBuilder& b, Value x) {
   return lt0(b, b.bitcast_convert(x, bits));
 }
 
+// XLA's chlo.erf saturates at 1 - 3 ulp (erf(inf) = 0.99999982 in f32); 1 - erfc(|x|) is
+// exact there, and gelu(-inf) = -inf * (1 + erf(-inf)) must be NaN as in PyTorch.
+Value erf_accurate(FunctionBuilder& b, Value x) {
+  Value ax = b.unary("stablehlo.abs", x);
+  Value tail = b.sub(cst(b, 1, x), b.unary("chlo.erfc", ax));
+  tail = b.select(lt0(b, x), b.neg(tail), tail);
+  Value small = cmp(b, ax, cst(b, 1, x), CompareDirection::kLT);
+  return b.select(small, b.unary("chlo.erf", x), tail);
+}
+
 double max_finite(ElementType t) {
   switch (t) {
     case ElementType::kF16:
@@ -127,11 +137,12 @@ std::vector<Value> lower_round_decimals(LoweringContext& ctx) {
 }
 
 // log(z / (1 - z)) with z clamped to [eps, 1 - eps] when eps is given (eps < 0: no clamp).
-// PyTorch's CPU kernel forms the ratio in the input dtype even for f16/bf16 (only the log
-// runs in f32), so this does too to give the same values.
+// For f16/bf16 this runs wholly in f32 like CUDA; PyTorch's CPU kernel rounds z / (1 - z) to
+// the input dtype first, which loses up to a few % near z = 0.5 (XLA's excess-precision
+// passes would drop such a rounding anyway).
 std::vector<Value> lower_logit(LoweringContext& ctx) {
   FunctionBuilder& b = ctx.b;
-  Value x = input(ctx, ctx.out_type().dtype);
+  Value x = input(ctx, opmath(ctx.out_type().dtype));
   size_t eps_i = ctx.index_of("eps");
   if (!ctx.is_none(eps_i) && ctx.double_arg(eps_i) >= 0) {
     double eps = ctx.double_arg(eps_i);
@@ -139,8 +150,8 @@ std::vector<Value> lower_logit(LoweringContext& ctx) {
     x = b.select(cmp(b, x, lo, CompareDirection::kLT), lo,
                  b.select(cmp(b, x, hi, CompareDirection::kGT), hi, x));
   }
-  Value ratio = b.convert(b.div(x, b.sub(cst(b, 1, x), x)), opmath(x.dtype()));
-  return {finish(ctx, b.unary("stablehlo.log", ratio))};
+  Value r = b.unary("stablehlo.log", b.div(x, b.sub(cst(b, 1, x), x)));
+  return {finish(ctx, r)};
 }
 
 std::vector<Value> lower_nan_to_num(LoweringContext& ctx) {
@@ -224,7 +235,7 @@ TORCHTPU_LOWERING("aten::cosh", float_op("chlo.cosh"));
 TORCHTPU_LOWERING("aten::asinh", float_op("chlo.asinh"));
 TORCHTPU_LOWERING("aten::acosh", float_op("chlo.acosh"));
 TORCHTPU_LOWERING("aten::atanh", float_op("chlo.atanh"));
-TORCHTPU_LOWERING("aten::erf", float_op("chlo.erf"));
+TORCHTPU_LOWERING("aten::erf", float_math(erf_accurate));
 TORCHTPU_LOWERING("aten::erfc", float_op("chlo.erfc"));
 TORCHTPU_LOWERING("aten::erfinv", float_op("chlo.erf_inv"));
 TORCHTPU_LOWERING("aten::floor", integral_identity([](FunctionBuilder& b, Value x) {

@@ -45,7 +45,7 @@ def make(shape, dtype, seed=0, specials=True, low=-4.0, high=4.0):
         return torch.randint(int(low) * 2, int(high) * 2 + 1, shape, generator=g).to(dtype)
     x = torch.rand(shape, generator=g, dtype=torch.float64) * (high - low) + low
     x = x.to(dtype)
-    if specials and x.numel() >= 8:
+    if specials and x.numel() >= 2 * len(SPECIALS):
         flat = x.view(-1)
         for i, v in enumerate(SPECIALS):
             flat[i * 2 + 1] = v
@@ -120,6 +120,12 @@ def test_unary(name, dtype):
     low, high = DOMAIN.get(name, (-4, 4))
     x = make((4, 5), dtype, low=low, high=high)
     rtol, atol = tol(dtype, (1e-5, 1e-5) if name in LOOSE_F32 else (None, None))
+    if name == "logit" and dtype in (torch.float16, torch.bfloat16):
+        # CPU rounds x / (1 - x) to the half dtype before the log; tpu keeps f32 like CUDA.
+        with native():
+            actual = torch.logit(x.to(DEV))
+        compare(actual, torch.logit(x.float()).to(dtype))
+        return
     check(UNARY[name], x, rtol=rtol, atol=atol)
 
 
@@ -175,7 +181,7 @@ def binary_inputs(name, dtype, a_shape=(3, 4), b_shape=(3, 4)):
     b = make(b_shape, dtype, seed=2)
     if name in NONZERO_DIVISOR and not dtype.is_floating_point and dtype != torch.bool:
         b = torch.where(b == 0, torch.ones_like(b), b)
-    if name == "pow" and not dtype.is_floating_point:
+    if name == "pow" and dtype in INTS:
         b = b.abs() % 5  # PyTorch rejects negative integer exponents in some paths
     return a, b
 
@@ -184,7 +190,8 @@ def binary_inputs(name, dtype, a_shape=(3, 4), b_shape=(3, 4)):
 @pytest.mark.parametrize("name", sorted(BINARY))
 def test_binary(name, dtype):
     a, b = binary_inputs(name, dtype)
-    rtol, atol = (1e-5, 1e-5) if name in ("pow", "atan2", "hypot", "xlogy") else (None, None)
+    loose = name in ("pow", "atan2", "hypot", "xlogy")
+    rtol, atol = tol(dtype, (1e-5, 1e-5) if loose else (None, None))
     check(BINARY[name], a, b, rtol=rtol, atol=atol)
 
 
@@ -239,8 +246,9 @@ def test_maximum_minimum_nan_and_bool():
     check(torch.maximum, make((5,), torch.bool), make((5,), torch.bool, seed=3))
 
 
-@pytest.mark.parametrize("dtype", ALL, ids=str)
-@pytest.mark.parametrize("scalar", [2, 2.5, True, -3], ids=repr)
+# int32 and float16 share the int64 and bfloat16 paths; each case compiles a program.
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.bool], ids=str)
+@pytest.mark.parametrize("scalar", [-3, 2.5, True], ids=repr)
 @pytest.mark.parametrize("name", ["add", "sub", "mul", "div", "remainder", "fmod", "div_floor",
                                   "floor_divide", "rsub", "add_alpha"])
 def test_binary_python_scalar(name, scalar, dtype):
@@ -295,7 +303,8 @@ def test_compare_logical_bitwise(name, dtype):
     b = make((3, 4), dtype, seed=2)
     b.view(-1)[::3] = a.view(-1)[::3]  # some equal pairs
     check(fn, a, b)
-    check(fn, a, b[0])  # broadcast
+    if dtype in (torch.float32, torch.int64):
+        check(fn, a, b[0])  # broadcast
 
 
 @pytest.mark.parametrize("name", sorted(COMPARE))
@@ -401,7 +410,7 @@ ACTIVATIONS = {
     "leaky_relu_slope": lambda t: F.leaky_relu(t, 0.2), "elu": F.elu,
     "elu_alpha": lambda t: F.elu(t, alpha=0.5), "selu": F.selu, "celu": lambda t: F.celu(t, 0.7),
     "relu6": F.relu6, "mish": F.mish, "hardsigmoid": F.hardsigmoid, "hardswish": F.hardswish,
-    "threshold": lambda t: F.threshold(t, 0.5, -2.0),
+    "threshold": lambda t: F.threshold(t, 0.5, -2.0), "logsigmoid": F.logsigmoid,
 }
 
 
@@ -474,6 +483,10 @@ def test_inplace_variants():
     h = make((3, 4), torch.float16, seed=3)
     run(lambda a: a.add_(1.5), h)
     run(lambda a: a.mul_(torch.tensor(2.0)), h)  # CPU 0-d tensor joins as a runtime scalar
+    run(lambda a: a.pow_(3), i)  # pow_.Scalar, whose functional twin is pow.Tensor_Scalar
+    run(lambda a, b: a.pow_(b.abs() % 3), i, j)
+    run(lambda a, b: a.floor_divide_(torch.where(b == 0, 1, b)), i, j)
+    run(lambda a, b: a.__irshift__(b.abs() % 4), i, j)
     # In-place on a view writes through to the base.
     base = make((4, 4), torch.float32, seed=4)
     run(lambda a: a[1:3].mul_(2), base)
@@ -517,3 +530,20 @@ def test_operators_and_methods():
     check(lambda a: a.sign(), i)
     check(lambda a: a.reciprocal(), i)
     check(lambda a: torch.true_divide(a, 3), i)
+
+
+def test_scalar_values_do_not_recompile():
+    # Python scalars are runtime arguments: a new value reuses the compiled program.
+    x = make((3, 4), torch.float32).to(DEV)
+
+    def run(v):
+        for y in ((x + v), x.clamp(-v, v), F.leaky_relu(x, v), x.masked_fill(x > 0, v),
+                  torch.where(x > 0, x, v), x.pow(v), x < v):
+            y.cpu()
+
+    run(0.75)
+    before = torchtpu.metrics()["cache_misses"]
+    with native():
+        for v in (2.5, -3.0, 0.25):
+            run(v)
+    assert torchtpu.metrics()["cache_misses"] == before

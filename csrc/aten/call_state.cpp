@@ -1,0 +1,349 @@
+#include "aten/call_state.h"
+
+#include <c10/util/Exception.h>
+
+#include <cstring>
+#include <sstream>
+
+#include "aten/host_transfer.h"
+#include "device/current_device.h"
+#include "device/generator.h"
+#include "lowering/lowering.h"
+#include "runtime/inflight.h"
+#include "runtime/metrics.h"
+#include "runtime/runtime.h"
+
+namespace torchtpu::aten {
+
+using shlo::ElementType;
+
+void put(std::string& key, int64_t v) { key.append(reinterpret_cast<const char*>(&v), 8); }
+void put(std::string& key, char c) { key.push_back(c); }
+void put_ints(std::string& key, c10::IntArrayRef v) {
+  put(key, static_cast<int64_t>(v.size()));
+  key.append(reinterpret_cast<const char*>(v.data()), v.size() * 8);
+}
+
+std::string device_str(int index) { return "tpu:" + std::to_string(index); }
+
+bool is_scalar_type(const c10::TypePtr& t) {
+  if (t->kind() == c10::TypeKind::NumberType) return true;
+  if (auto opt = t->cast<c10::OptionalType>()) {
+    return opt->getElementType()->kind() == c10::TypeKind::NumberType;
+  }
+  return false;
+}
+
+bool is_generator_type(const c10::TypePtr& t) {
+  if (t->kind() == c10::TypeKind::GeneratorType) return true;
+  if (auto opt = t->cast<c10::OptionalType>()) {
+    return opt->getElementType()->kind() == c10::TypeKind::GeneratorType;
+  }
+  return false;
+}
+
+ElementType scalar_element_type(const c10::Scalar& s, bool any_f64) {
+  if (s.isBoolean()) return ElementType::kPred;
+  if (s.isIntegral(false)) return ElementType::kS64;
+  TORCH_CHECK_NOT_IMPLEMENTED(!s.isComplex(), "torchtpu: complex scalars are not supported");
+  // Python floats are doubles; f32 keeps programs TPU-friendly unless f64 data is involved.
+  return any_f64 ? ElementType::kF64 : ElementType::kF32;
+}
+
+bool same_scalar(const c10::Scalar& a, const c10::Scalar& b) {
+  if (a.type() != b.type()) return false;
+  if (a.isBoolean()) return a.toBool() == b.toBool();
+  if (a.isIntegral(false)) return a.toLong() == b.toLong();
+  if (a.isFloatingPoint()) {
+    double x = a.toDouble(), y = b.toDouble();
+    return std::memcmp(&x, &y, sizeof(double)) == 0;
+  }
+  return false;
+}
+
+void Scanner::tensor(const at::Tensor& t, ArgDesc& d) {
+  if (!t.defined()) {
+    put(s_.key, 'N');
+    d.kind = ArgDesc::Kind::kNone;
+    return;
+  }
+  if (!t.is_privateuseone()) {
+    if (t.device().is_cpu() && t.dim() == 0) {
+      // Like CUDA, a CPU 0-d tensor joins a tpu op as a runtime scalar.
+      d.kind = ArgDesc::Kind::kTensor;
+      d.dtype = t.scalar_type();
+      d.param = static_cast<int>(s_.params.size());
+      Param p;
+      p.kind = Param::Kind::kCpuTensor;
+      p.cpu_tensor = t;
+      p.dtype = lowering::to_element_type(t.scalar_type());
+      s_.params.push_back(std::move(p));
+      put(s_.key, 'c');
+      put(s_.key, static_cast<int64_t>(t.scalar_type()));
+      return;
+    }
+    TORCH_CHECK(
+        false, "Expected all tensors to be on the same device, but found at least two devices, ",
+        s_.device >= 0 ? device_str(s_.device) : std::string("tpu:0"), " and ", t.device(), "!");
+  }
+  int dev = t.device().index();
+  if (s_.device < 0) {
+    s_.device = dev;
+  } else {
+    TORCH_CHECK(dev == s_.device,
+                "Expected all tensors to be on the same device, but found at least two devices, ",
+                device_str(s_.device), " and ", device_str(dev), "!");
+  }
+  c10::StorageImpl* st = t.storage().unsafeGetStorageImpl();
+  int index = -1;
+  for (size_t i = 0; i < s_.params.size(); ++i) {
+    if (s_.params[i].kind == Param::Kind::kStorage && s_.params[i].storage == st) {
+      index = static_cast<int>(i);
+      break;
+    }
+  }
+  if (index < 0) {
+    index = static_cast<int>(s_.params.size());
+    Param p;
+    p.kind = Param::Kind::kStorage;
+    p.storage = st;
+    device::handle_of(t.storage())->snapshot(&p.buffer, &p.dims, &p.dtype);
+    if (!p.buffer) {
+      // Never written: the program sees zeros (materialized only if the program reads it).
+      p.dtype = lowering::to_element_type(t.scalar_type());
+      int64_t itemsize = static_cast<int64_t>(t.element_size());
+      p.dims = {static_cast<int64_t>(t.storage().nbytes()) / itemsize};
+    }
+    s_.params.push_back(std::move(p));
+  }
+  const Param& p = s_.params[static_cast<size_t>(index)];
+  d.kind = ArgDesc::Kind::kTensor;
+  d.param = index;
+  d.dtype = t.scalar_type();
+  d.view.sizes = t.sizes().vec();
+  d.view.strides = t.strides().vec();
+  d.view.offset = t.storage_offset();
+  put(s_.key, 'T');
+  put(s_.key, static_cast<int64_t>(index));
+  put(s_.key, static_cast<int64_t>(d.dtype));
+  put_ints(s_.key, t.sizes());
+  put_ints(s_.key, t.strides());
+  put(s_.key, d.view.offset);
+  put_ints(s_.key, p.dims);
+  put(s_.key, static_cast<int64_t>(p.dtype));
+  put(s_.key, static_cast<char>(p.buffer ? 1 : 0));
+}
+
+void Scanner::scan(const c10::FunctionSchema& schema, const torch::jit::Stack& stack,
+                   size_t first) {
+  const auto& args = schema.arguments();
+  s_.args.resize(args.size());
+  // f64 anywhere makes Python floats f64 (they are doubles in PyTorch's CPU math too).
+  for (size_t i = 0; i < args.size(); ++i) {
+    const c10::IValue& v = stack[first + i];
+    if (v.isTensor() && v.toTensor().defined() && v.toTensor().scalar_type() == c10::kDouble) {
+      s_.any_f64 = true;
+    }
+  }
+  for (size_t i = 0; i < args.size(); ++i) {
+    const c10::IValue& v = stack[first + i];
+    ArgDesc& d = s_.args[i];
+    if (v.isTensor()) {
+      tensor(v.toTensor(), d);
+    } else if (v.isTensorList()) {
+      d.kind = ArgDesc::Kind::kTensorList;
+      auto list = v.toTensorList();
+      put(s_.key, 'L');
+      put(s_.key, static_cast<int64_t>(list.size()));
+      d.items.resize(list.size());
+      for (size_t j = 0; j < list.size(); ++j) tensor(list.get(j), d.items[j]);
+    } else if (v.isList() && args[i].type()->str().find("Tensor") != std::string::npos) {
+      d.kind = ArgDesc::Kind::kTensorList;
+      auto list = v.toList();
+      put(s_.key, 'O');
+      put(s_.key, static_cast<int64_t>(list.size()));
+      d.items.resize(list.size());
+      for (size_t j = 0; j < list.size(); ++j) {
+        c10::IValue item = list.get(j);
+        tensor(item.isNone() ? at::Tensor() : item.toTensor(), d.items[j]);
+      }
+    } else if (is_generator_type(args[i].type())) {
+      d.kind = ArgDesc::Kind::kGenerator;
+      d.param = static_cast<int>(s_.params.size());
+      Param p;
+      p.kind = Param::Kind::kGenerator;
+      p.dtype = ElementType::kU64;
+      p.arg_index = first + i;
+      s_.params.push_back(std::move(p));
+      put(s_.key, 'G');
+    } else if (v.isNone()) {
+      d.kind = ArgDesc::Kind::kNone;
+      put(s_.key, 'n');
+    } else if (is_scalar_type(args[i].type()) && v.isScalar()) {
+      c10::Scalar sc = v.toScalar();
+      ElementType et = scalar_element_type(sc, s_.any_f64);
+      const auto& def = args[i].default_value();
+      bool is_default = def.has_value() && def->isScalar() && same_scalar(def->toScalar(), sc);
+      d.dtype = lowering::to_scalar_type(et);
+      if (is_default) {
+        d.kind = ArgDesc::Kind::kDefaultScalar;
+        put(s_.key, 'd');
+      } else {
+        d.kind = ArgDesc::Kind::kScalar;
+        d.param = static_cast<int>(s_.params.size());
+        Param p;
+        p.kind = Param::Kind::kScalar;
+        p.scalar = sc;
+        p.dtype = et;
+        s_.params.push_back(std::move(p));
+        put(s_.key, 's');
+      }
+      put(s_.key, static_cast<int64_t>(et));
+    } else {
+      d.kind = ArgDesc::Kind::kConst;
+      put(s_.key, 'K');
+      constant(v);
+    }
+  }
+}
+
+void Scanner::constant(const c10::IValue& v) {
+  if (v.isInt()) {
+    put(s_.key, 'i');
+    put(s_.key, v.toInt());
+  } else if (v.isDouble()) {
+    double x = v.toDouble();
+    int64_t bits;
+    std::memcpy(&bits, &x, 8);
+    put(s_.key, 'f');
+    put(s_.key, bits);
+  } else if (v.isBool()) {
+    put(s_.key, v.toBool() ? 'T' : 'F');
+  } else if (v.isIntList()) {
+    put(s_.key, 'l');
+    put_ints(s_.key, v.toIntVector());
+  } else if (v.isString()) {
+    put(s_.key, 's');
+    s_.key += v.toStringRef();
+    put(s_.key, '\0');
+  } else if (v.isDevice()) {
+    put(s_.key, 'D');
+    put(s_.key, static_cast<int64_t>(v.toDevice().index()));
+  } else if (v.isScalar()) {
+    c10::Scalar s = v.toScalar();
+    put(s_.key, 'S');
+    put(s_.key, static_cast<int64_t>(s.type()));
+    double x = s.toDouble();
+    int64_t bits;
+    std::memcpy(&bits, &x, 8);
+    put(s_.key, bits);
+  } else if (v.isList()) {
+    auto list = v.toList();
+    put(s_.key, '[');
+    for (const c10::IValue& item : list) constant(item);
+    put(s_.key, ']');
+  } else {
+    // Layouts, memory formats and the like: their printed form is their identity.
+    std::ostringstream os;
+    os << v;
+    s_.key += os.str();
+    put(s_.key, '\0');
+  }
+}
+
+device::BufferPtr scalar_buffer(const Param& p, int device) {
+  union {
+    bool b;
+    int64_t i;
+    double d;
+    float f;
+    uint64_t u[2];
+  } v{};
+  c10::Scalar s = p.scalar;
+  if (p.kind == Param::Kind::kCpuTensor) s = p.cpu_tensor.item();
+  switch (p.dtype) {
+    case ElementType::kPred:
+      v.b = s.toBool();
+      break;
+    case ElementType::kF32:
+      v.f = s.toFloat();
+      break;
+    case ElementType::kF64:
+      v.d = s.toDouble();
+      break;
+    case ElementType::kS64:
+      v.i = s.toLong();
+      break;
+    default: {
+      // CPU 0-d tensors of other dtypes: upload their bytes as they are.
+      at::Tensor c = p.cpu_tensor.contiguous();
+      return upload(c.data_ptr(), {}, p.dtype, device);
+    }
+  }
+  return upload(&v, {}, p.dtype, device);
+}
+
+std::vector<device::BufferPtr> launch_program(const runtime::Program& program,
+                                              const std::vector<int>& used_params, CallState& state,
+                                              const torch::jit::Stack& stack, uint64_t rng_numel,
+                                              int dev) {
+  runtime::Runtime& rt = runtime::get();
+  const pjrt::Device& device = rt.device(dev);
+  std::vector<device::BufferPtr> keep;
+  std::vector<PJRT_Buffer*> args;
+  keep.reserve(used_params.size());
+  for (int index : used_params) {
+    device::BufferPtr buf;
+    if (index < 0) {
+      auto [seed, offset] =
+          device::next_seed_offset(std::nullopt, static_cast<c10::DeviceIndex>(dev), rng_numel);
+      uint64_t seed_offset[2] = {seed, offset};
+      buf = upload(seed_offset, {2}, ElementType::kU64, dev);
+      args.push_back(buf->raw());
+      keep.push_back(std::move(buf));
+      continue;
+    }
+    Param& p = state.params[static_cast<size_t>(index)];
+    switch (p.kind) {
+      case Param::Kind::kStorage:
+        // Never-written storages are folded into the program as zeros, never passed.
+        TORCH_INTERNAL_ASSERT(p.buffer, "torchtpu: uninitialized storage passed to a program");
+        buf = p.buffer;
+        break;
+      case Param::Kind::kScalar:
+      case Param::Kind::kCpuTensor:
+        buf = scalar_buffer(p, dev);
+        break;
+      case Param::Kind::kGenerator: {
+        const c10::IValue& g = stack[p.arg_index];
+        std::optional<at::Generator> gen;
+        if (g.isGenerator()) gen = g.toGenerator();
+        auto [seed, offset] =
+            device::next_seed_offset(gen, static_cast<c10::DeviceIndex>(dev), rng_numel);
+        uint64_t state2[2] = {seed, offset};
+        buf = upload(state2, {2}, ElementType::kU64, dev);
+        break;
+      }
+    }
+    args.push_back(buf->raw());
+    keep.push_back(std::move(buf));
+  }
+  pjrt::ExecuteResult result = program.execute(args, device);
+  runtime::metrics().executions++;
+  if (runtime::launch_blocking()) {
+    runtime::metrics().host_syncs++;
+    try {
+      result.done->await();
+    } catch (const pjrt::Error& e) {
+      TORCH_CHECK(false, "torchtpu: ", program.signature(), " failed: ", e.what());
+    }
+  } else {
+    runtime::track_execution(dev, std::move(result.done));
+  }
+  std::vector<device::BufferPtr> outputs;
+  outputs.reserve(result.outputs.size());
+  for (auto& o : result.outputs) outputs.emplace_back(std::move(o));
+  return outputs;
+}
+
+}  // namespace torchtpu::aten

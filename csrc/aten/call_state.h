@@ -1,0 +1,82 @@
+// Per-call state shared by eager op kernels and compiled graphs: the signature key, and the
+// runtime values (storage buffers, scalars, generator states) that feed a program.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/function_schema.h>
+#include <ATen/core/stack.h>
+
+#include <string>
+#include <vector>
+
+#include "device/storage.h"
+#include "lowering/strided.h"
+#include "runtime/compile.h"
+#include "stablehlo/types.h"
+
+namespace torchtpu::aten {
+
+struct Param {
+  enum class Kind { kStorage, kScalar, kCpuTensor, kGenerator } kind;
+  // kStorage
+  c10::StorageImpl* storage = nullptr;
+  device::BufferPtr buffer;
+  std::vector<int64_t> dims;
+  shlo::ElementType dtype = shlo::ElementType::kF32;
+  // kScalar / kCpuTensor
+  c10::Scalar scalar;
+  size_t arg_index = 0;  // kGenerator: where the Generator? sits on the stack
+  at::Tensor cpu_tensor;
+};
+
+struct ArgDesc {
+  enum class Kind { kTensor, kTensorList, kScalar, kDefaultScalar, kGenerator, kConst, kNone };
+  Kind kind = Kind::kNone;
+  int param = -1;  // tensor / scalar / generator
+  lowering::StridedView view;
+  c10::ScalarType dtype = c10::kFloat;
+  std::vector<ArgDesc> items;  // kTensorList (kNone entries for absent optionals)
+};
+
+struct CallState {
+  std::string key;
+  std::vector<Param> params;
+  std::vector<ArgDesc> args;  // one per called-op argument
+  int device = -1;
+  bool any_f64 = false;
+};
+
+std::string device_str(int index);
+bool is_scalar_type(const c10::TypePtr& t);     // Scalar or Scalar?
+bool is_generator_type(const c10::TypePtr& t);  // Generator or Generator?
+// The dtype a Python scalar travels in: i1, i64, or f32 (f64 when f64 data is involved).
+shlo::ElementType scalar_element_type(const c10::Scalar& s, bool any_f64);
+bool same_scalar(const c10::Scalar& a, const c10::Scalar& b);
+device::BufferPtr scalar_buffer(const Param& p, int device);
+
+void put(std::string& key, int64_t v);
+void put(std::string& key, char c);
+void put_ints(std::string& key, c10::IntArrayRef v);
+
+// Appends arguments to a CallState: tensors become (deduplicated) storage parameters with
+// their view in the key; Scalars become runtime parameters unless equal to the default.
+class Scanner {
+ public:
+  explicit Scanner(CallState& s) : s_(s) {}
+  void tensor(const at::Tensor& t, ArgDesc& d);
+  // Scans an op's arguments, stack[first ...].
+  void scan(const c10::FunctionSchema& schema, const torch::jit::Stack& stack, size_t first);
+
+ private:
+  void constant(const c10::IValue& v);
+  CallState& s_;
+};
+
+// Uploads runtime scalars and generator states (index -1: the device's default generator),
+// launches `program` on device `dev`, and returns its output buffers.
+std::vector<device::BufferPtr> launch_program(const runtime::Program& program,
+                                              const std::vector<int>& used_params, CallState& state,
+                                              const torch::jit::Stack& stack, uint64_t rng_numel,
+                                              int dev);
+
+}  // namespace torchtpu::aten
