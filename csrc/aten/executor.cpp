@@ -238,10 +238,11 @@ class ProgramBuilder {
                       " result shape differs from the written tensor");
           current_[d.param] = v;
         } else {
-          TORCH_CHECK(lowering::to_element_type(d.dtype) == p.dtype,
-                      "torchtpu: ", plan_.called_name,
-                      " writes through a view whose dtype differs from its "
-                      "storage's; not supported");
+          // NotImplemented: the CPU fallback runs it and copy_ writes such views on the host.
+          TORCH_CHECK_NOT_IMPLEMENTED(lowering::to_element_type(d.dtype) == p.dtype,
+                                      "torchtpu: ", plan_.called_name,
+                                      " writes through a view whose dtype differs from its "
+                                      "storage's");
           Value base = !fresh     ? current_[d.param]
                        : p.buffer ? param_value(d.param)
                                   : module_.main().constant(0, TensorType(p.dtype, p.dims));
@@ -505,8 +506,11 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       auto fb = std::make_shared<Entry>();
       fb->fallback = true;
       fb->fallback_reason = std::string("no meta kernel: ") + e.what_without_backtrace();
-      std::lock_guard<std::mutex> g(cache().mutex);
-      cache().entries.emplace(state.key, fb);
+      {
+        // Not held during the fallback: it runs tpu ops itself (copies to and from the host).
+        std::lock_guard<std::mutex> g(cache().mutex);
+        cache().entries.emplace(state.key, fb);
+      }
       return cpu_fallback(op, stack, fb->fallback_reason);
     }
 
@@ -521,8 +525,11 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       auto fb = std::make_shared<Entry>();
       fb->fallback = true;
       fb->fallback_reason = e.what_without_backtrace();
-      std::lock_guard<std::mutex> g(cache().mutex);
-      cache().entries.emplace(state.key, fb);
+      {
+        // Not held during the fallback: it runs tpu ops itself (copies to and from the host).
+        std::lock_guard<std::mutex> g(cache().mutex);
+        cache().entries.emplace(state.key, fb);
+      }
       return cpu_fallback(op, stack, fb->fallback_reason);
     } catch (const c10::Error& e) {
       TORCH_CHECK(false, "torchtpu: lowering ", plan.lowering_name, " failed for ", signature, ": ",

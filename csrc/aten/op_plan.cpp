@@ -1,5 +1,6 @@
 #include "aten/op_plan.h"
 
+#include <algorithm>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -38,9 +39,14 @@ void try_functional(OpPlan& plan, const c10::FunctionSchema& schema) {
   }
   std::string base = schema.name();
   if (plan.mutated_args.empty()) {
-    // In-place: "aten::add_" writes self and lowers "aten::add" with the same overload.
+    // In-place: "aten::add_" (or "aten::__iand__") writes self and lowers "aten::add" (or
+    // "aten::__and__") with the same argument names and types.
     if (base.empty() || base.back() != '_' || args.empty() || !is_write(args[0])) return;
-    base.pop_back();
+    if (base.rfind("aten::__i", 0) == 0) {
+      base = "aten::__" + base.substr(9);
+    } else {
+      base.pop_back();
+    }
     plan.variant = Variant::kInplace;
     plan.mutated_args = {0};
     kept.clear();
@@ -50,18 +56,21 @@ void try_functional(OpPlan& plan, const c10::FunctionSchema& schema) {
   }
   auto it = overloads().find(base);
   if (it == overloads().end()) return;
-  for (const c10::OperatorName& cand : it->second) {
+  // The overload of the same name first: it is the intended match when several fit.
+  std::vector<c10::OperatorName> candidates = it->second;
+  std::stable_partition(candidates.begin(), candidates.end(), [&](const c10::OperatorName& c) {
+    return c.overload_name == schema.overload_name();
+  });
+  for (const c10::OperatorName& cand : candidates) {
     auto handle = c10::Dispatcher::singleton().findOp(cand);
     if (!handle) continue;
     const auto& cargs = handle->schema().arguments();
     bool alias_free = true;
     for (const auto& a : cargs) alias_free &= !is_write(a);
     if (!alias_free || cargs.size() != kept.size()) continue;
-    if (plan.variant == Variant::kInplace && cand.overload_name != schema.overload_name()) continue;
     bool match = true;
     for (size_t i = 0; i < kept.size() && match; ++i) {
-      match = plan.variant == Variant::kInplace ? cargs[i].name() == args[kept[i]].name()
-                                                : same_argument(cargs[i], args[kept[i]]);
+      match = same_argument(cargs[i], args[kept[i]]);
     }
     if (!match || handle->schema().returns().size() != plan.mutated_args.size()) continue;
     std::string name = full_name(cand);

@@ -244,28 +244,61 @@ LoweringFn addc(const char* stablehlo_op) {
 
 TORCHTPU_LOWERING("aten::add.Tensor", with_alpha("stablehlo.add", false));
 TORCHTPU_LOWERING("aten::add.Scalar", with_alpha("stablehlo.add", false));
-TORCHTPU_LOWERING("aten::sub.Tensor", with_alpha("stablehlo.subtract", false));
-TORCHTPU_LOWERING("aten::sub.Scalar", with_alpha("stablehlo.subtract", false));
-TORCHTPU_LOWERING("aten::rsub.Tensor", with_alpha("stablehlo.subtract", true));
-TORCHTPU_LOWERING("aten::rsub.Scalar", with_alpha("stablehlo.subtract", true));
+TORCHTPU_LOWERING(
+    "aten::sub.Tensor",
+    reject_bool_operands(
+        "Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to "
+        "invert a mask, use the `~` or `logical_not()` operator instead.",
+        with_alpha("stablehlo.subtract", false)));
+TORCHTPU_LOWERING(
+    "aten::sub.Scalar",
+    reject_bool_operands(
+        "Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to "
+        "invert a mask, use the `~` or `logical_not()` operator instead.",
+        with_alpha("stablehlo.subtract", false)));
+TORCHTPU_LOWERING(
+    "aten::rsub.Tensor",
+    reject_bool_operands(
+        "Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to "
+        "invert a mask, use the `~` or `logical_not()` operator instead.",
+        with_alpha("stablehlo.subtract", true)));
+TORCHTPU_LOWERING(
+    "aten::rsub.Scalar",
+    reject_bool_operands(
+        "Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to "
+        "invert a mask, use the `~` or `logical_not()` operator instead.",
+        with_alpha("stablehlo.subtract", true)));
 TORCHTPU_LOWERING("aten::mul.Tensor", binary_op("stablehlo.multiply"));
 TORCHTPU_LOWERING("aten::mul.Scalar", binary_op("stablehlo.multiply"));
 TORCHTPU_LOWERING("aten::div.Tensor", binary_op("stablehlo.divide"));
 TORCHTPU_LOWERING("aten::div.Scalar", binary_op("stablehlo.divide"));
 TORCHTPU_LOWERING("aten::true_divide.Tensor", binary_op("stablehlo.divide"));
 TORCHTPU_LOWERING("aten::true_divide.Scalar", binary_op("stablehlo.divide"));
-TORCHTPU_LOWERING("aten::div.Tensor_mode", lower_div_mode);
-TORCHTPU_LOWERING("aten::div.Scalar_mode", lower_div_mode);
+TORCHTPU_LOWERING("aten::div.Tensor_mode", reject_bool_result("div_trunc", lower_div_mode));
+TORCHTPU_LOWERING("aten::div.Scalar_mode", reject_bool_result("div_trunc", lower_div_mode));
 TORCHTPU_LOWERING("aten::floor_divide", binary_fn(floor_div));
 TORCHTPU_LOWERING("aten::floor_divide.Scalar", binary_fn(floor_div));
-TORCHTPU_LOWERING("aten::remainder.Tensor", binary_fn(python_remainder));
-TORCHTPU_LOWERING("aten::remainder.Scalar", binary_fn(python_remainder));
-TORCHTPU_LOWERING("aten::remainder.Scalar_Tensor", binary_fn(python_remainder));
-TORCHTPU_LOWERING("aten::fmod.Tensor", binary_op("stablehlo.remainder"));
-TORCHTPU_LOWERING("aten::fmod.Scalar", binary_op("stablehlo.remainder"));
-TORCHTPU_LOWERING("aten::pow.Tensor_Tensor", binary_fn(pow_any));
-TORCHTPU_LOWERING("aten::pow.Tensor_Scalar", binary_fn(pow_any));
-TORCHTPU_LOWERING("aten::pow.Scalar", binary_fn(pow_any));
+TORCHTPU_LOWERING("aten::remainder.Tensor",
+                  reject_bool_result("remainder", binary_fn(python_remainder)));
+TORCHTPU_LOWERING("aten::remainder.Scalar",
+                  reject_bool_result("remainder", binary_fn(python_remainder)));
+TORCHTPU_LOWERING("aten::remainder.Scalar_Tensor",
+                  reject_bool_result("remainder", binary_fn(python_remainder)));
+TORCHTPU_LOWERING("aten::fmod.Tensor",
+                  reject_bool_result("fmod", binary_op("stablehlo.remainder")));
+TORCHTPU_LOWERING("aten::fmod.Scalar",
+                  reject_bool_result("fmod", binary_op("stablehlo.remainder")));
+// CPU has no bool pow kernel: promoted bool operands are rejected, not computed.
+LoweringFn reject_bool_pow(LoweringFn fn) {
+  return [fn = std::move(fn)](LoweringContext& ctx) -> std::vector<Value> {
+    TORCH_CHECK(ctx.promoted_type({0, 1}) != c10::kBool, "\"pow\" not implemented for 'Bool'");
+    return fn(ctx);
+  };
+}
+
+TORCHTPU_LOWERING("aten::pow.Tensor_Tensor", reject_bool_pow(binary_fn(pow_any)));
+TORCHTPU_LOWERING("aten::pow.Tensor_Scalar", reject_bool_pow(binary_fn(pow_any)));
+TORCHTPU_LOWERING("aten::pow.Scalar", reject_bool_pow(binary_fn(pow_any)));
 TORCHTPU_LOWERING("aten::atan2", binary_op("stablehlo.atan2"));
 TORCHTPU_LOWERING("aten::maximum", binary_fn(max_nan));
 TORCHTPU_LOWERING("aten::minimum", binary_fn(min_nan));
@@ -279,11 +312,6 @@ TORCHTPU_LOWERING("aten::xlogy.Scalar_Self", binary_fn(xlogy_fn));
 TORCHTPU_LOWERING("aten::xlogy.Scalar_Other", binary_fn(xlogy_fn));
 TORCHTPU_LOWERING("aten::lerp.Scalar", lower_lerp);
 TORCHTPU_LOWERING("aten::lerp.Tensor", lower_lerp);
-// In-place overloads whose functional twin has another overload name (pow_.Scalar is
-// pow.Tensor_Scalar, not pow.Scalar), which the kernel's by-name mapping cannot find.
-TORCHTPU_LOWERING("aten::pow_.Scalar", binary_fn(pow_any));
-TORCHTPU_LOWERING("aten::pow_.Tensor", binary_fn(pow_any));
-TORCHTPU_LOWERING("aten::floor_divide_.Tensor", binary_fn(floor_div));
 TORCHTPU_LOWERING("aten::addcmul", addc("stablehlo.multiply"));
 TORCHTPU_LOWERING("aten::addcdiv", addc("stablehlo.divide"));
 

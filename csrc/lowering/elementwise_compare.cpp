@@ -152,12 +152,6 @@ TORCHTPU_LOWERING("aten::__lshift__.Scalar", shift(true));
 TORCHTPU_LOWERING("aten::__rshift__.Tensor", shift(false));
 TORCHTPU_LOWERING("aten::__rshift__.Scalar", shift(false));
 
-// In-place forms lowered by their own name: the functional twin of __ilshift__ is
-// __lshift__, which the kernel's "drop the trailing _" mapping cannot find.
-TORCHTPU_LOWERING("aten::__ilshift__.Tensor", shift(true));
-TORCHTPU_LOWERING("aten::__ilshift__.Scalar", shift(true));
-TORCHTPU_LOWERING("aten::__irshift__.Tensor", shift(false));
-TORCHTPU_LOWERING("aten::__irshift__.Scalar", shift(false));
 
 TORCHTPU_LOWERING("aten::where.self", lower_where);
 TORCHTPU_LOWERING("aten::where.ScalarSelf", lower_where);

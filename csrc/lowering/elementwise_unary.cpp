@@ -201,7 +201,7 @@ Value log_scaled(FunctionBuilder& b, Value x, double inv_ln_base) {
   return b.mul(b.unary("stablehlo.log", x), cst(b, inv_ln_base, x));
 }
 
-TORCHTPU_LOWERING("aten::abs", lower_abs);
+TORCHTPU_LOWERING("aten::abs", reject_bool_result("abs_cpu", lower_abs));
 TORCHTPU_LOWERING("aten::neg", lower_neg);
 TORCHTPU_LOWERING("aten::sign", lower_sign);
 TORCHTPU_LOWERING("aten::sgn", lower_sign);
@@ -238,16 +238,19 @@ TORCHTPU_LOWERING("aten::atanh", float_op("chlo.atanh"));
 TORCHTPU_LOWERING("aten::erf", float_math(erf_accurate));
 TORCHTPU_LOWERING("aten::erfc", float_op("chlo.erfc"));
 TORCHTPU_LOWERING("aten::erfinv", float_op("chlo.erf_inv"));
-TORCHTPU_LOWERING("aten::floor", integral_identity([](FunctionBuilder& b, Value x) {
-                    return b.unary("stablehlo.floor", x);
-                  }));
-TORCHTPU_LOWERING("aten::ceil", integral_identity([](FunctionBuilder& b, Value x) {
-                    return b.unary("stablehlo.ceil", x);
-                  }));
-TORCHTPU_LOWERING("aten::round", integral_identity([](FunctionBuilder& b, Value x) {
-                    return b.unary("stablehlo.round_nearest_even", x);
-                  }));
-TORCHTPU_LOWERING("aten::trunc", integral_identity(trunc_float));
+TORCHTPU_LOWERING("aten::floor",
+                  reject_bool_result("floor", integral_identity([](FunctionBuilder& b, Value x) {
+                                       return b.unary("stablehlo.floor", x);
+                                     })));
+TORCHTPU_LOWERING("aten::ceil",
+                  reject_bool_result("ceil", integral_identity([](FunctionBuilder& b, Value x) {
+                                       return b.unary("stablehlo.ceil", x);
+                                     })));
+TORCHTPU_LOWERING("aten::round",
+                  reject_bool_result("round", integral_identity([](FunctionBuilder& b, Value x) {
+                                       return b.unary("stablehlo.round_nearest_even", x);
+                                     })));
+TORCHTPU_LOWERING("aten::trunc", reject_bool_result("trunc", integral_identity(trunc_float)));
 TORCHTPU_LOWERING("aten::fix", integral_identity(trunc_float));
 TORCHTPU_LOWERING("aten::round.decimals", lower_round_decimals);
 TORCHTPU_LOWERING("aten::frac", float_math([](FunctionBuilder& b, Value x) {

@@ -153,6 +153,27 @@ c10::ScalarType LoweringContext::promoted_type(const std::vector<size_t>& indice
   return combine(combine(dim_t, zero_t), wrapped_t);
 }
 
+LoweringFn reject_bool_result(const char* what, LoweringFn fn) {
+  return [what, fn = std::move(fn)](LoweringContext& ctx) -> std::vector<Value> {
+    TORCH_CHECK(ctx.out_types().empty() || ctx.out_type().dtype != ElementType::kPred, "\"", what,
+                "\" not implemented for 'Bool'");
+    return fn(ctx);
+  };
+}
+
+LoweringFn reject_bool_operands(const char* message, LoweringFn fn) {
+  return [message, fn = std::move(fn)](LoweringContext& ctx) -> std::vector<Value> {
+    for (size_t i = 0; i < ctx.num_args(); ++i) {
+      const LArg& a = ctx.arg(i);
+      if (ctx.schema().arguments()[i].name() == "alpha") continue;
+      bool is_bool = (a.kind == LArg::Kind::kTensor && a.value.dtype() == ElementType::kPred) ||
+                     (a.kind == LArg::Kind::kScalar && a.ivalue.isBool());
+      TORCH_CHECK(!is_bool, message);
+    }
+    return fn(ctx);
+  };
+}
+
 ElementType to_element_type(c10::ScalarType t) {
   switch (t) {
     case c10::kBool:

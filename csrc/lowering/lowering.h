@@ -103,6 +103,12 @@ struct LoweringRegistrar {
   static ::torchtpu::lowering::LoweringRegistrar TORCHTPU_LOWERING_CONCAT(registrar_, \
                                                                          __COUNTER__)(name, fn)
 
+// CPU kernels reject some dtypes outright; a lowering must reject them too rather than compute
+// something. `reject_bool_result`: the op's result dtype is bool ("<what>" not implemented for
+// 'Bool'). `reject_bool_operands`: any bool tensor or Scalar operand raises `message`.
+LoweringFn reject_bool_result(const char* what, LoweringFn fn);
+LoweringFn reject_bool_operands(const char* message, LoweringFn fn);
+
 // ---- helpers shared by the op families ----
 ElementType to_element_type(c10::ScalarType t);  // throws for unsupported (complex, quantized)
 c10::ScalarType to_scalar_type(ElementType t);

@@ -67,11 +67,14 @@ def compare(actual, expected, rtol=None, atol=None):
 
 
 def check(fn, *args, rtol=None, atol=None, **kwargs):
-    """fn(*args) on tpu matches CPU and runs natively; skips dtypes the CPU rejects."""
+    """fn(*args) on tpu matches CPU and runs natively; where the CPU rejects the dtype, the tpu
+    must reject it too (an error, never a silently computed value)."""
     try:
         expected = fn(*args, **kwargs)
-    except (RuntimeError, NotImplementedError, TypeError) as e:
-        pytest.skip(f"CPU rejects it: {e}")
+    except (RuntimeError, NotImplementedError, TypeError):
+        with pytest.raises((RuntimeError, NotImplementedError, TypeError, ValueError)):
+            fn(*[to_dev(a) for a in args], **{k: to_dev(v) for k, v in kwargs.items()})
+        return
     with native():
         actual = fn(*[to_dev(a) for a in args], **{k: to_dev(v) for k, v in kwargs.items()})
     compare(actual, expected, rtol, atol)

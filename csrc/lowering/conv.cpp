@@ -1,0 +1,281 @@
+// Convolution forward and backward (1d/2d/3d, strided, padded, dilated, grouped, transposed)
+// on stablehlo.convolution. Every variant reduces to one primitive, `conv`, with PyTorch's
+// NC<spatial> layout on both sides:
+//   - transposed convolution = convolution of the stride-dilated input with the spatially
+//     reversed, in/out-swapped kernel (lhs_dilation does the dilation without materializing it);
+//   - grad_input of a convolution = transposed convolution of grad_output (and vice versa);
+//   - grad_weight = convolution of input and grad_output with batch and feature roles swapped
+//     (batch_group_count carries the groups), as XLA's own autodiff does it.
+// Half-precision inputs accumulate in f32 (the convolution's result type) and round once.
+#include <c10/util/Exception.h>
+
+#include <string>
+
+#include "lowering/lowering.h"
+
+namespace torchtpu::lowering {
+namespace {
+
+bool is_half(ElementType t) { return t == ElementType::kBF16 || t == ElementType::kF16; }
+
+std::string dims_spec(const char* a, const char* b, size_t nd) {
+  std::string s = std::string("[") + a + ", " + b;
+  for (size_t i = 0; i < nd; ++i) s += ", " + std::to_string(i);
+  return s + "]";
+}
+
+// `padding` is one (low, high) pair per spatial dim; XLA accepts negative entries (cropping).
+std::string padding_attr(const std::vector<std::pair<int64_t, int64_t>>& padding) {
+  std::string s = "dense<[";
+  for (size_t i = 0; i < padding.size(); ++i) {
+    if (i) s += ", ";
+    s += "[" + std::to_string(padding[i].first) + ", " + std::to_string(padding[i].second) + "]";
+  }
+  return s + "]> : tensor<" + std::to_string(padding.size()) + "x2xi64>";
+}
+
+struct ConvSpec {
+  // Which operand dims play which role; "b"/"f" of lhs and out, "o"/"i" of rhs.
+  const char* lhs_b = "b";
+  const char* lhs_f = "f";
+  const char* rhs_o = "o";
+  const char* rhs_i = "i";
+  const char* out_b = "b";
+  const char* out_f = "f";
+  std::vector<int64_t> window_strides, lhs_dilation, rhs_dilation;
+  std::vector<std::pair<int64_t, int64_t>> padding;
+  int64_t feature_group_count = 1;
+  int64_t batch_group_count = 1;
+};
+
+// out[d] = (lhs_dilated[d] + pad_lo + pad_hi - rhs_dilated[d]) / stride + 1 per spatial dim.
+Value conv(FunctionBuilder& b, Value lhs, Value rhs, const ConvSpec& s,
+           const std::vector<int64_t>& out_shape, ElementType out_dtype) {
+  size_t nd = s.window_strides.size();
+  ElementType acc = is_half(out_dtype) ? ElementType::kF32 : out_dtype;
+  std::string attrs = "batch_group_count = " + std::to_string(s.batch_group_count) +
+                      " : i64, dimension_numbers = #stablehlo.conv<" +
+                      dims_spec(s.lhs_b, s.lhs_f, nd) + "x" + dims_spec(s.rhs_o, s.rhs_i, nd) +
+                      "->" + dims_spec(s.out_b, s.out_f, nd) +
+                      ">, feature_group_count = " + std::to_string(s.feature_group_count) +
+                      " : i64, lhs_dilation = " + shlo::i64_array(s.lhs_dilation) +
+                      ", padding = " + padding_attr(s.padding) +
+                      ", rhs_dilation = " + shlo::i64_array(s.rhs_dilation) +
+                      ", window_strides = " + shlo::i64_array(s.window_strides);
+  Value r = b.op("stablehlo.convolution", {lhs, rhs}, TensorType(acc, out_shape), attrs);
+  return b.convert(r, out_dtype);
+}
+
+std::vector<int64_t> ones(size_t n) { return std::vector<int64_t>(n, 1); }
+
+// Per spatial dim parameters, each broadcast from a single value when given as one int.
+struct Params {
+  std::vector<int64_t> stride, padding, dilation, output_padding;
+  int64_t groups = 1;
+};
+
+std::vector<int64_t> expand(std::vector<int64_t> v, size_t nd, int64_t dflt) {
+  if (v.empty()) return std::vector<int64_t>(nd, dflt);
+  if (v.size() == 1 && nd > 1) return std::vector<int64_t>(nd, v[0]);
+  return v;
+}
+
+Params read_params(const LoweringContext& ctx, size_t nd) {
+  Params p;
+  p.stride = expand(ctx.int_list(ctx.index_of("stride")), nd, 1);
+  p.padding = expand(ctx.int_list(ctx.index_of("padding")), nd, 0);
+  p.dilation = expand(ctx.int_list(ctx.index_of("dilation")), nd, 1);
+  p.output_padding = expand(ctx.int_list(ctx.index_of("output_padding")), nd, 0);
+  p.groups = ctx.int_arg(ctx.index_of("groups"));
+  TORCH_CHECK(p.stride.size() == nd && p.padding.size() == nd && p.dilation.size() == nd &&
+                  p.output_padding.size() == nd,
+              "torchtpu lowering: convolution: stride/padding/dilation/output_padding must have ",
+              nd, " entries");
+  return p;
+}
+
+// Regular convolution: x (N, Cin, *), w (Cout, Cin/g, *k) -> (N, Cout, *out).
+Value conv_forward(FunctionBuilder& b, Value x, Value w, const Params& p,
+                   const std::vector<int64_t>& out_shape, ElementType out_dtype) {
+  size_t nd = static_cast<size_t>(x.rank() - 2);
+  ConvSpec s;
+  s.window_strides = p.stride;
+  s.lhs_dilation = ones(nd);
+  s.rhs_dilation = p.dilation;
+  for (size_t i = 0; i < nd; ++i) s.padding.push_back({p.padding[i], p.padding[i]});
+  s.feature_group_count = p.groups;
+  return conv(b, x, w, s, out_shape, out_dtype);
+}
+
+// Transposed convolution: x (N, Cin, *), w (Cin, Cout/g, *k) -> (N, Cout, *out) with
+// out = (in - 1) * stride - 2 * pad + dil * (k - 1) + output_padding + 1; `out_shape` decides
+// the high padding, so the same code serves grad_input of a regular convolution.
+Value conv_transposed(FunctionBuilder& b, Value x, Value w, const Params& p,
+                      const std::vector<int64_t>& out_shape, ElementType out_dtype) {
+  size_t nd = static_cast<size_t>(x.rank() - 2);
+  int64_t g = p.groups;
+  int64_t cin = w.shape()[0], cout_g = w.shape()[1];
+  // (Cin, Cout/g, k) -> (g, Cin/g, Cout/g, k) -> (g, Cout/g, Cin/g, k) -> (Cout, Cin/g, k).
+  std::vector<int64_t> split{g, cin / g, cout_g}, perm{0, 2, 1}, merged{g * cout_g, cin / g};
+  std::vector<int64_t> rev;
+  for (size_t i = 0; i < nd; ++i) {
+    int64_t k = w.shape()[i + 2];
+    split.push_back(k);
+    merged.push_back(k);
+    perm.push_back(static_cast<int64_t>(i) + 3);
+    rev.push_back(static_cast<int64_t>(i) + 2);
+  }
+  Value wt = b.transpose(b.reshape(w, split), perm);
+  wt = b.reshape(wt, merged);
+  wt = b.op("stablehlo.reverse", {wt}, wt.type, "dimensions = " + shlo::i64_array(rev));
+  ConvSpec s;
+  s.window_strides = ones(nd);
+  s.lhs_dilation = p.stride;
+  s.rhs_dilation = p.dilation;
+  for (size_t i = 0; i < nd; ++i) {
+    int64_t k = w.shape()[i + 2];
+    int64_t lo = p.dilation[i] * (k - 1) - p.padding[i];
+    int64_t in = x.shape()[i + 2];
+    int64_t dilated = (in - 1) * p.stride[i] + 1;
+    // out = dilated + lo + hi - dil * (k - 1)
+    int64_t hi = out_shape[i + 2] - dilated - lo + p.dilation[i] * (k - 1);
+    s.padding.push_back({lo, hi});
+  }
+  s.feature_group_count = g;
+  return conv(b, x, wt, s, out_shape, out_dtype);
+}
+
+// dL/dw of a regular convolution with input x (N, Cin, *) and upstream gradient dy
+// (N, Cout, *out): (Cout, Cin/g, *k). Convolves x (batch and feature swapped) with dy as the
+// kernel: the window stride is the forward dilation and the kernel dilation the forward stride.
+Value conv_weight_grad(FunctionBuilder& b, Value x, Value dy, const Params& p,
+                       const std::vector<int64_t>& w_shape, ElementType out_dtype) {
+  size_t nd = static_cast<size_t>(x.rank() - 2);
+  ConvSpec s;
+  // lhs x: dim 0 (N) is the contracted feature, dim 1 (Cin) the batch.
+  s.lhs_b = "f";
+  s.lhs_f = "b";
+  // rhs dy: dim 0 (N) is the input feature, dim 1 (Cout) the output feature.
+  s.rhs_o = "i";
+  s.rhs_i = "o";
+  // out: dim 0 (Cout) is the feature, dim 1 (Cin/g) the batch: the weight's own layout.
+  s.out_b = "f";
+  s.out_f = "b";
+  s.window_strides = p.dilation;
+  s.lhs_dilation = ones(nd);
+  s.rhs_dilation = p.stride;
+  for (size_t i = 0; i < nd; ++i) {
+    int64_t k = w_shape[i + 2];
+    int64_t in = x.shape()[i + 2], o = dy.shape()[i + 2];
+    int64_t lo = p.padding[i];
+    // Rows of the input past the last window are cut off (negative high padding).
+    int64_t hi = (k - 1) * p.dilation[i] + p.stride[i] * (o - 1) + 1 - in - lo;
+    s.padding.push_back({lo, hi});
+  }
+  s.batch_group_count = p.groups;
+  return conv(b, x, dy, s, w_shape, out_dtype);
+}
+
+// Adds a leading batch dim to unbatched inputs (weight rank == input rank + 1).
+Value batched(FunctionBuilder& b, Value x, const Value& w) {
+  if (x.rank() == w.rank()) return x;
+  std::vector<int64_t> shape{1};
+  shape.insert(shape.end(), x.shape().begin(), x.shape().end());
+  return b.reshape(x, shape);
+}
+
+std::vector<int64_t> batched_shape(std::vector<int64_t> shape, const Value& w) {
+  if (static_cast<int64_t>(shape.size()) != w.rank()) shape.insert(shape.begin(), 1);
+  return shape;
+}
+
+void check_float(const LoweringContext& ctx, const Value& x) {
+  TORCH_CHECK(shlo::is_float(x.dtype()), "torchtpu lowering: ", ctx.schema().name(),
+              ": only floating point inputs are supported, got ", shlo::mlir_name(x.dtype()));
+}
+
+std::vector<Value> lower_convolution(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  const TensorType& out = ctx.out_type();
+  Value w = ctx.tensor(1);
+  Value x = batched(b, ctx.tensor(0), w);
+  check_float(ctx, x);
+  TORCH_CHECK(w.rank() >= 3, "torchtpu lowering: convolution: weight must have 3 to 5 dims");
+  size_t nd = static_cast<size_t>(w.rank() - 2);
+  Params p = read_params(ctx, nd);
+  bool transposed = ctx.bool_arg(ctx.index_of("transposed"));
+  std::vector<int64_t> out_shape = batched_shape(out.shape, w);
+  Value w_c = b.convert(w, x.dtype());
+  Value y;
+  if (out.numel() == 0) {
+    y = b.broadcast_to(b.constant(0, TensorType(out.dtype, {})), out_shape);
+  } else if (transposed) {
+    y = conv_transposed(b, x, w_c, p, out_shape, out.dtype);
+  } else {
+    y = conv_forward(b, x, w_c, p, out_shape, out.dtype);
+  }
+  size_t bi = ctx.index_of("bias");
+  if (!ctx.is_none(bi)) {
+    Value bias = b.convert(ctx.tensor(bi), out.dtype);
+    y = b.add(y, b.broadcast_in_dim(bias, out_shape, {1}));
+  }
+  return {b.reshape(y, out.shape)};
+}
+
+Value zeros(FunctionBuilder& b, const TensorType& t) {
+  return b.broadcast_to(b.constant(0, TensorType(t.dtype, {})), t.shape);
+}
+
+// convolution_backward(grad_output, input, weight, bias_sizes, stride, padding, dilation,
+//                      transposed, output_padding, groups, output_mask)
+std::vector<Value> lower_convolution_backward(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  Value w = ctx.tensor(2);
+  Value dy = batched(b, ctx.tensor(0), w);
+  Value x = batched(b, ctx.tensor(1), w);
+  check_float(ctx, x);
+  size_t nd = static_cast<size_t>(w.rank() - 2);
+  Params p = read_params(ctx, nd);
+  bool transposed = ctx.bool_arg(ctx.index_of("transposed"));
+  c10::List<bool> mask = ctx.arg(ctx.index_of("output_mask")).ivalue.toBoolList();
+  std::vector<Value> results;
+  const std::vector<TensorType>& outs = ctx.out_types();
+  bool empty = dy.type.numel() == 0 || x.type.numel() == 0;
+  dy = b.convert(dy, x.dtype());
+  Value wc = b.convert(w, x.dtype());
+  // grad_input
+  if (mask.get(0) && !empty) {
+    std::vector<int64_t> shape = x.shape();
+    Value gi = transposed ? conv_forward(b, dy, wc, p, shape, outs[0].dtype)
+                          : conv_transposed(b, dy, wc, p, shape, outs[0].dtype);
+    results.push_back(b.reshape(gi, outs[0].shape));
+  } else {
+    results.push_back(zeros(b, outs[0]));
+  }
+  // grad_weight: for a transposed convolution the roles of input and grad_output swap.
+  if (mask.get(1) && !empty) {
+    Value gw = transposed ? conv_weight_grad(b, dy, x, p, w.shape(), outs[1].dtype)
+                          : conv_weight_grad(b, x, dy, p, w.shape(), outs[1].dtype);
+    results.push_back(gw);
+  } else {
+    results.push_back(zeros(b, outs[1]));
+  }
+  // grad_bias: sum over everything but the channel dim.
+  if (mask.get(2) && outs.size() > 2 && outs[2].numel() > 0) {
+    std::vector<int64_t> dims{0};
+    for (int64_t d = 2; d < dy.rank(); ++d) dims.push_back(d);
+    ElementType acc = is_half(dy.dtype()) ? ElementType::kF32 : dy.dtype();
+    Value s = b.reduce_simple(b.convert(dy, acc), b.constant(0, TensorType(acc, {})), dims,
+                              "stablehlo.add");
+    results.push_back(coerce(b, s, outs[2]));
+  } else if (outs.size() > 2) {
+    results.push_back(zeros(b, outs[2]));
+  }
+  return results;
+}
+
+TORCHTPU_LOWERING("aten::convolution", lower_convolution);
+TORCHTPU_LOWERING("aten::convolution_backward", lower_convolution_backward);
+
+}  // namespace
+}  // namespace torchtpu::lowering
