@@ -32,6 +32,10 @@ def _register() -> None:
 
 _register()
 
+from . import _dynamo  # noqa: E402
+
+_dynamo.register()
+
 from .device import device_count, is_available  # noqa: E402
 
 

@@ -74,7 +74,7 @@ void try_functional(OpPlan& plan, const c10::FunctionSchema& schema) {
     }
     if (!match || handle->schema().returns().size() != plan.mutated_args.size()) continue;
     std::string name = full_name(cand);
-    if (const auto* fn = lowering::find_lowering(name)) {
+    if (const auto* fn = lowering::find_eager_lowering(name)) {
       plan.lowering = fn;
       plan.lowering_name = name;
       plan.lowered_op = handle;
@@ -89,7 +89,7 @@ OpPlan make_plan(const c10::OperatorHandle& op) {
   const auto& schema = op.schema();
   plan.called_name = full_name(schema.operator_name());
   // The exact name first: covers functional ops and out=/in-place ops lowered as themselves.
-  if (const auto* fn = lowering::find_lowering(plan.called_name)) {
+  if (const auto* fn = lowering::find_eager_lowering(plan.called_name)) {
     plan.lowering = fn;
     plan.lowering_name = plan.called_name;
     plan.lowered_op = op;

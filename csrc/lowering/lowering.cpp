@@ -15,6 +15,11 @@ std::unordered_map<std::string, LoweringFn>& table() {
 
 // Registration happens from static initializers before any lookup; lookups after load are
 // read-only, but a lock keeps late registration (tests, plugins) safe.
+std::unordered_map<std::string, bool>& graph_only() {
+  static std::unordered_map<std::string, bool> t;
+  return t;
+}
+
 std::mutex& table_mutex() {
   static std::mutex m;
   return m;
@@ -33,6 +38,19 @@ Category category(c10::ScalarType t) {
 void register_lowering(const std::string& op_name, LoweringFn fn) {
   std::lock_guard<std::mutex> g(table_mutex());
   table()[op_name] = std::move(fn);
+}
+
+void register_graph_lowering(const std::string& op_name, LoweringFn fn) {
+  std::lock_guard<std::mutex> g(table_mutex());
+  table()[op_name] = std::move(fn);
+  graph_only()[op_name] = true;
+}
+
+const LoweringFn* find_eager_lowering(const std::string& op_name) {
+  std::lock_guard<std::mutex> g(table_mutex());
+  if (graph_only().count(op_name)) return nullptr;
+  auto it = table().find(op_name);
+  return it == table().end() ? nullptr : &it->second;
 }
 
 const LoweringFn* find_lowering(const std::string& op_name) {

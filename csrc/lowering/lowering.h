@@ -89,7 +89,13 @@ using LoweringFn = std::function<std::vector<Value>(LoweringContext&)>;
 
 // op_name: "aten::add.Tensor" ("aten::relu" when the overload name is empty).
 void register_lowering(const std::string& op_name, LoweringFn fn);
+// For ops that only reach lowering inside compiled graphs: view ops (metadata in eager mode)
+// and device-changing copies. Eager kernels never use these entries.
+void register_graph_lowering(const std::string& op_name, LoweringFn fn);
+// Any entry (the compile path).
 const LoweringFn* find_lowering(const std::string& op_name);
+// Entries eager kernels may use.
+const LoweringFn* find_eager_lowering(const std::string& op_name);
 std::vector<std::string> lowered_op_names();
 
 // Registers from a static initializer in each op-family file:
@@ -99,6 +105,14 @@ struct LoweringRegistrar {
 };
 #define TORCHTPU_LOWERING_CONCAT_(a, b) a##b
 #define TORCHTPU_LOWERING_CONCAT(a, b) TORCHTPU_LOWERING_CONCAT_(a, b)
+struct GraphLoweringRegistrar {
+  GraphLoweringRegistrar(const char* name, LoweringFn fn) {
+    register_graph_lowering(name, std::move(fn));
+  }
+};
+#define TORCHTPU_GRAPH_LOWERING(name, fn)                                                       \
+  static ::torchtpu::lowering::GraphLoweringRegistrar TORCHTPU_LOWERING_CONCAT(graph_registrar_, \
+                                                                              __COUNTER__)(name, fn)
 #define TORCHTPU_LOWERING(name, fn)                                                  \
   static ::torchtpu::lowering::LoweringRegistrar TORCHTPU_LOWERING_CONCAT(registrar_, \
                                                                          __COUNTER__)(name, fn)

@@ -9,11 +9,16 @@
 #include "device/generator.h"
 #include "device/storage.h"
 #include "lowering/lowering.h"
+#include "runtime/compile.h"
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
 
 namespace torchtpu::device {
 void register_hooks();
+}
+
+namespace torchtpu::python {
+void bind_graph(pybind11::module& m);
 }
 
 namespace py = pybind11;
@@ -23,6 +28,7 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "torchtpu native core";
   device::register_hooks();
   aten::register_lowered_kernels();
+  python::bind_graph(m);
 
   m.def("_configure", &runtime::configure, py::arg("plugin_path"), py::arg("error"));
   m.def("_is_available", &runtime::is_available, py::call_guard<py::gil_scoped_release>());
@@ -41,6 +47,7 @@ PYBIND11_MODULE(_C, m) {
         py::call_guard<py::gil_scoped_release>());
   m.def("_lowered_ops", &lowering::lowered_op_names);
   m.def("_program_cache_size", &aten::program_cache_size);
+  m.def("_cache_dir", &runtime::disk_cache_dir);
 
   m.def("_metrics", [] {
     const runtime::Metrics& x = runtime::metrics();
@@ -51,6 +58,10 @@ PYBIND11_MODULE(_C, m) {
     d["cache_misses"] = x.cache_misses.load();
     d["disk_cache_hits"] = x.disk_cache_hits.load();
     d["disk_cache_misses"] = x.disk_cache_misses.load();
+    d["disk_cache_corrupt"] = x.disk_cache_corrupt.load();
+    d["disk_cache_writes"] = x.disk_cache_writes.load();
+    d["disk_cache_evictions"] = x.disk_cache_evictions.load();
+    d["disk_cache_load_failures"] = x.disk_cache_load_failures.load();
     d["executions"] = x.executions.load();
     d["h2d_transfers"] = x.h2d_transfers.load();
     d["h2d_bytes"] = x.h2d_bytes.load();

@@ -103,6 +103,8 @@ class FunctionBuilder {
   // ---- function structure ----
   Value add_argument(const TensorType& type, const std::string& attrs = "");
   const std::vector<Value>& arguments() const { return args_; }
+  // Attributes of argument `index` (e.g. "tf.aliasing_output = 0 : i32" to donate it).
+  void set_argument_attrs(size_t index, std::string attrs) { arg_attrs_.at(index) = std::move(attrs); }
   // Terminator: "func.return" in a function, "stablehlo.return" inside a region.
   void emit_return(const std::vector<Value>& values, const char* op = "func.return");
   const std::string& body() const { return body_; }

@@ -1,0 +1,170 @@
+// View and copy ops as they appear inside compiled graphs. In eager mode views are metadata
+// over shared storage and never reach a lowering; in a functional FX graph they are values,
+// so they lower to reshape/transpose/broadcast/slice. Registered as graph-only entries.
+#include "lowering/lowering.h"
+#include "lowering/strided.h"
+
+namespace torchtpu::lowering {
+namespace {
+
+std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& sizes) {
+  std::vector<int64_t> strides(sizes.size(), 1);
+  for (size_t i = sizes.size(); i-- > 1;) strides[i - 1] = strides[i] * std::max<int64_t>(sizes[i], 1);
+  return strides;
+}
+
+std::vector<Value> reshape_to_out(LoweringContext& ctx) {
+  return {ctx.b.reshape(ctx.tensor(0), ctx.out_type().shape)};
+}
+
+std::vector<Value> identity(LoweringContext& ctx) { return {ctx.tensor(0)}; }
+
+std::vector<Value> expand(LoweringContext& ctx) {
+  return {ctx.b.broadcast_to(ctx.tensor(0), ctx.out_type().shape)};
+}
+
+std::vector<Value> permute(LoweringContext& ctx) {
+  Value x = ctx.tensor(0);
+  std::vector<int64_t> perm = ctx.int_list(1);
+  for (auto& p : perm) p = wrap_dim(p, x.rank());
+  return {ctx.b.transpose(x, perm)};
+}
+
+std::vector<Value> transpose(LoweringContext& ctx) {
+  Value x = ctx.tensor(0);
+  if (x.rank() < 2) return {x};
+  int64_t d0 = wrap_dim(ctx.int_arg(1), x.rank()), d1 = wrap_dim(ctx.int_arg(2), x.rank());
+  std::vector<int64_t> perm(static_cast<size_t>(x.rank()));
+  for (size_t i = 0; i < perm.size(); ++i) perm[i] = static_cast<int64_t>(i);
+  std::swap(perm[static_cast<size_t>(d0)], perm[static_cast<size_t>(d1)]);
+  return {ctx.b.transpose(x, perm)};
+}
+
+std::vector<Value> t(LoweringContext& ctx) {
+  Value x = ctx.tensor(0);
+  return {x.rank() < 2 ? x : ctx.b.transpose(x, {1, 0})};
+}
+
+std::vector<Value> slice(LoweringContext& ctx) {
+  Value x = ctx.tensor(0);
+  int64_t dim = wrap_dim(ctx.int_arg(1), x.rank());
+  int64_t n = x.shape()[static_cast<size_t>(dim)];
+  int64_t step = ctx.int_arg(4);
+  auto clampi = [&](std::optional<int64_t> v, int64_t dflt) {
+    int64_t i = v.value_or(dflt);
+    if (i < 0) i += n;
+    return std::min(std::max<int64_t>(i, 0), n);
+  };
+  int64_t start = clampi(ctx.optional_int(2), 0);
+  int64_t end = std::max(clampi(ctx.optional_int(3), n), start);
+  std::vector<int64_t> lo(static_cast<size_t>(x.rank()), 0), hi = x.shape(),
+      st(static_cast<size_t>(x.rank()), 1);
+  lo[static_cast<size_t>(dim)] = start;
+  hi[static_cast<size_t>(dim)] = end;
+  st[static_cast<size_t>(dim)] = step;
+  return {ctx.b.slice(x, lo, hi, st)};
+}
+
+std::vector<Value> select(LoweringContext& ctx) {
+  Value x = ctx.tensor(0);
+  int64_t dim = wrap_dim(ctx.int_arg(1), x.rank());
+  int64_t index = ctx.int_arg(2);
+  if (index < 0) index += x.shape()[static_cast<size_t>(dim)];
+  std::vector<int64_t> lo(static_cast<size_t>(x.rank()), 0), hi = x.shape(),
+      st(static_cast<size_t>(x.rank()), 1);
+  lo[static_cast<size_t>(dim)] = index;
+  hi[static_cast<size_t>(dim)] = index + 1;
+  return {ctx.b.reshape(ctx.b.slice(x, lo, hi, st), ctx.out_type().shape)};
+}
+
+// as_strided over the input's own elements, in row-major order (the functional meaning of
+// as_strided on a contiguous graph value).
+std::vector<Value> as_strided(LoweringContext& ctx) {
+  Value x = ctx.tensor(0);
+  StridedView view;
+  view.sizes = ctx.int_list(1);
+  view.strides = ctx.int_list(2);
+  view.offset = ctx.optional_int(3).value_or(0);
+  return {read_view(ctx.b, x, view)};
+}
+
+std::vector<Value> diagonal(LoweringContext& ctx) {
+  Value x = ctx.tensor(0);
+  int64_t offset = ctx.int_arg(1);
+  int64_t d1 = wrap_dim(ctx.int_arg(2), x.rank()), d2 = wrap_dim(ctx.int_arg(3), x.rank());
+  std::vector<int64_t> strides = contiguous_strides(x.shape());
+  StridedView view;
+  const auto& out = ctx.out_type().shape;
+  view.sizes = out;
+  for (int64_t i = 0; i < x.rank(); ++i) {
+    if (i != d1 && i != d2) view.strides.push_back(strides[static_cast<size_t>(i)]);
+  }
+  view.strides.push_back(strides[static_cast<size_t>(d1)] + strides[static_cast<size_t>(d2)]);
+  view.offset = offset >= 0 ? offset * strides[static_cast<size_t>(d2)]
+                            : -offset * strides[static_cast<size_t>(d1)];
+  if (out.back() == 0) return {ctx.b.constant(0, ctx.out_type())};
+  return {read_view(ctx.b, x, view)};
+}
+
+std::vector<Value> split_with_sizes(LoweringContext& ctx) {
+  Value x = ctx.tensor(0);
+  std::vector<int64_t> sizes = ctx.int_list(1);
+  int64_t dim = wrap_dim(ctx.int_arg(2), x.rank());
+  std::vector<Value> out;
+  int64_t start = 0;
+  for (int64_t s : sizes) {
+    std::vector<int64_t> lo(static_cast<size_t>(x.rank()), 0), hi = x.shape(),
+        st(static_cast<size_t>(x.rank()), 1);
+    lo[static_cast<size_t>(dim)] = start;
+    hi[static_cast<size_t>(dim)] = start + s;
+    out.push_back(ctx.b.slice(x, lo, hi, st));
+    start += s;
+  }
+  return out;
+}
+
+std::vector<Value> unbind(LoweringContext& ctx) {
+  Value x = ctx.tensor(0);
+  int64_t dim = wrap_dim(ctx.int_arg(1), x.rank());
+  std::vector<Value> out;
+  for (size_t k = 0; k < ctx.out_types().size(); ++k) {
+    std::vector<int64_t> lo(static_cast<size_t>(x.rank()), 0), hi = x.shape(),
+        st(static_cast<size_t>(x.rank()), 1);
+    lo[static_cast<size_t>(dim)] = static_cast<int64_t>(k);
+    hi[static_cast<size_t>(dim)] = static_cast<int64_t>(k) + 1;
+    out.push_back(ctx.b.reshape(ctx.b.slice(x, lo, hi, st), ctx.out_type(k).shape));
+  }
+  return out;
+}
+
+// _to_copy inside a graph changes dtype (the device is the graph's own).
+std::vector<Value> to_copy(LoweringContext& ctx) {
+  return {ctx.b.convert(ctx.tensor(0), ctx.out_type().dtype)};
+}
+
+TORCHTPU_GRAPH_LOWERING("aten::view", reshape_to_out);
+TORCHTPU_GRAPH_LOWERING("aten::_unsafe_view", reshape_to_out);
+TORCHTPU_GRAPH_LOWERING("aten::reshape", reshape_to_out);
+TORCHTPU_GRAPH_LOWERING("aten::squeeze", reshape_to_out);
+TORCHTPU_GRAPH_LOWERING("aten::squeeze.dim", reshape_to_out);
+TORCHTPU_GRAPH_LOWERING("aten::squeeze.dims", reshape_to_out);
+TORCHTPU_GRAPH_LOWERING("aten::unsqueeze", reshape_to_out);
+TORCHTPU_GRAPH_LOWERING("aten::flatten.using_ints", reshape_to_out);
+TORCHTPU_GRAPH_LOWERING("aten::alias", identity);
+TORCHTPU_GRAPH_LOWERING("aten::detach", identity);
+TORCHTPU_GRAPH_LOWERING("aten::lift_fresh_copy", identity);
+TORCHTPU_GRAPH_LOWERING("aten::expand", expand);
+TORCHTPU_GRAPH_LOWERING("aten::permute", permute);
+TORCHTPU_GRAPH_LOWERING("aten::transpose.int", transpose);
+TORCHTPU_GRAPH_LOWERING("aten::t", t);
+TORCHTPU_GRAPH_LOWERING("aten::numpy_T", t);
+TORCHTPU_GRAPH_LOWERING("aten::slice.Tensor", slice);
+TORCHTPU_GRAPH_LOWERING("aten::select.int", select);
+TORCHTPU_GRAPH_LOWERING("aten::as_strided", as_strided);
+TORCHTPU_GRAPH_LOWERING("aten::diagonal", diagonal);
+TORCHTPU_GRAPH_LOWERING("aten::split_with_sizes", split_with_sizes);
+TORCHTPU_GRAPH_LOWERING("aten::unbind.int", unbind);
+TORCHTPU_GRAPH_LOWERING("aten::_to_copy", to_copy);
+
+}  // namespace
+}  // namespace torchtpu::lowering

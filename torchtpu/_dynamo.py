@@ -1,0 +1,202 @@
+"""torch.compile(model, backend="tpu").
+
+Dynamo captures the graph, AOTAutograd (with PyTorch's core ATen decompositions) turns it into
+functional forward and backward graphs, and each graph is handed to C++ as a compact node list
+that the same lowering table as eager mode turns into ONE XLA program per input signature.
+A graph we cannot lower runs eagerly on the tpu instead (counted, and said once in the log).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import operator
+from typing import Any
+
+import torch
+import torch.fx
+from torch._decomp import core_aten_decompositions
+from torch._dynamo.backends.common import aot_autograd
+from torch._functorch.aot_autograd import make_boxed_func
+
+from . import _C
+
+log = logging.getLogger("torchtpu.compile")
+
+_graph_ids = itertools.count()
+_graphs: list = []  # (name, GraphExecutable) of every compiled graph, for metrics
+_eager_graphs: list = []  # (name, reason) of graphs that run eagerly
+
+
+class _Unsupported(Exception):
+    pass
+
+
+def _decompositions():
+    decomps = dict(core_aten_decompositions())
+    # Ops the lowering table handles as a whole: keep them out of the decomposition table so the
+    # graph keeps the fused op (one lowering instead of a chain of primitives).
+    for op in (torch.ops.aten.native_layer_norm.default,):
+        decomps.pop(op, None)
+    return decomps
+
+
+def _flatten_vals(val) -> list:
+    if isinstance(val, (list, tuple)):
+        out = []
+        for v in val:
+            out += _flatten_vals(v)
+        return out
+    if isinstance(val, torch.Tensor):
+        if any(not isinstance(s, int) for s in val.shape):
+            raise _Unsupported("symbolic shapes (dynamic=True) are not supported yet")
+        return [(val.dtype, list(val.shape))]
+    if val is None:
+        return []
+    raise _Unsupported(f"a node produces a {type(val).__name__}")
+
+
+def _normalized_args(node: torch.fx.Node, schema) -> list:
+    args = list(node.args)
+    out = []
+    for i, arg in enumerate(schema.arguments):
+        if i < len(args) and not arg.kwarg_only:
+            out.append(args[i])
+        elif arg.name in node.kwargs:
+            out.append(node.kwargs[arg.name])
+        elif arg.has_default_value():
+            out.append(arg.default_value)
+        else:
+            out.append(None)
+    return out
+
+
+class _GraphLowering:
+    def __init__(self, gm: torch.fx.GraphModule, name: str):
+        self.gm = gm
+        self.name = name
+        self.env: dict = {}
+        self.constants: list[torch.Tensor] = []
+
+    def encode(self, a: Any):
+        if isinstance(a, torch.fx.Node):
+            ref = self.env[a]
+            if ref[0] == "multi":
+                raise _Unsupported(f"{a} is a tuple used as a tensor")
+            return ref
+        if isinstance(a, (list, tuple)):
+            if any(isinstance(x, torch.fx.Node) for x in a):
+                return ("list", [("none",) if x is None else self.encode(x) for x in a])
+            if any(isinstance(x, torch.SymInt) for x in a):
+                raise _Unsupported("symbolic sizes (dynamic=True) are not supported yet")
+            return ("const", list(a))
+        if a is None:
+            return ("none",)
+        if isinstance(a, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            raise _Unsupported("symbolic values (dynamic=True) are not supported yet")
+        return ("const", a)
+
+    def build(self):
+        placeholders = [n for n in self.gm.graph.nodes if n.op == "placeholder"]
+        get_attrs = [n for n in self.gm.graph.nodes if n.op == "get_attr"]
+        num_inputs = len(placeholders) + len(get_attrs)
+        for n in placeholders:
+            val = n.meta.get("val")
+            if not isinstance(val, torch.Tensor):
+                raise _Unsupported(f"graph input {n.name} is a {type(val).__name__}")
+        g = _C.GraphExecutable(self.name, num_inputs)
+        for i, n in enumerate(placeholders):
+            self.env[n] = ("in", i)
+        for j, n in enumerate(get_attrs):
+            self.env[n] = ("in", len(placeholders) + j)
+            self.constants.append(getattr(self.gm, n.target))
+        outputs = None
+        for n in self.gm.graph.nodes:
+            if n.op in ("placeholder", "get_attr"):
+                continue
+            if n.op == "output":
+                outputs = n.args[0]
+                continue
+            if n.op != "call_function":
+                raise _Unsupported(f"{n.op} nodes")
+            if n.target is operator.getitem:
+                base = self.env[n.args[0]]
+                if base[0] != "multi":
+                    raise _Unsupported("getitem on a single tensor")
+                self.env[n] = ("node", base[1], n.args[1])
+                continue
+            if not isinstance(n.target, torch._ops.OpOverload):
+                raise _Unsupported(f"call to {n.target}")
+            schema = n.target._schema
+            args = [self.encode(a) for a in _normalized_args(n, schema)]
+            outs = _flatten_vals(n.meta.get("val"))
+            try:
+                idx = g.add_node(schema.name, schema.overload_name, args, outs)
+            except NotImplementedError as e:
+                raise _Unsupported(str(e).split("\n")[0]) from None
+            single = len(schema.returns) == 1 and str(schema.returns[0].type) == "Tensor"
+            self.env[n] = ("node", idx, 0) if single else ("multi", idx)
+        if not isinstance(outputs, (list, tuple)):
+            outputs = [outputs]
+        encoded = []
+        for o in outputs:
+            if o is None:
+                encoded.append(("none",))
+            elif isinstance(o, torch.fx.Node) and self.env[o][0] in ("in", "node"):
+                encoded.append(self.env[o])
+            else:
+                raise _Unsupported(f"graph output {o!r}")
+        g.set_outputs(encoded)
+        return g
+
+
+def _compile_graph(gm: torch.fx.GraphModule, example_inputs):
+    name = f"g{next(_graph_ids)}"
+    try:
+        lowering = _GraphLowering(gm, name)
+        g = lowering.build()
+    except _Unsupported as e:
+        _eager_graphs.append((name, str(e)))
+        log.warning("torchtpu: graph %s runs eagerly on tpu (not compiled): %s", name, e)
+        return make_boxed_func(gm.forward)
+    _graphs.append((name, g))
+    constants = [c.to("tpu") if c.device.type != "tpu" else c for c in lowering.constants]
+    state = {"eager": False}
+
+    def run(*args):
+        if state["eager"]:
+            return gm.forward(*args)
+        try:
+            return g.run(list(args) + constants)
+        except NotImplementedError as e:
+            # A lowering declined this signature (e.g. a dtype it cannot handle).
+            state["eager"] = True
+            _eager_graphs.append((name, str(e).split("\n")[0]))
+            log.warning("torchtpu: graph %s falls back to eager on tpu: %s", name, e)
+            return gm.forward(*args)
+
+    return make_boxed_func(run)
+
+
+tpu_backend = aot_autograd(
+    fw_compiler=_compile_graph,
+    bw_compiler=_compile_graph,
+    inference_compiler=_compile_graph,
+    decompositions=_decompositions(),
+    keep_inference_input_mutations=True,
+)
+
+
+def register() -> None:
+    from torch._dynamo.backends.registry import _BACKENDS, register_backend
+
+    if "tpu" not in _BACKENDS:
+        register_backend(name="tpu")(tpu_backend)
+
+
+def graph_metrics() -> dict:
+    """Per compiled graph: compiles, compile seconds, executions, launch seconds."""
+    out = {name: g.stats() for name, g in _graphs}
+    for name, reason in _eager_graphs:
+        out.setdefault(name, {})["eager_reason"] = reason
+    return out
