@@ -75,6 +75,7 @@ int GraphExecutable::add_node(const std::string& op, const std::string& overload
                  std::move(out_types)};
   if (node.name != "aten::copy_") {
     node.lowering = lowering::find_lowering(node.name);
+    if (!node.lowering) node.lowering = lowering::foreach_lowering(*handle);
     TORCH_CHECK_NOT_IMPLEMENTED(node.lowering != nullptr, "torchtpu: ", node.name,
                                 " has no lowering");
   }

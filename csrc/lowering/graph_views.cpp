@@ -142,6 +142,48 @@ std::vector<Value> to_copy(LoweringContext& ctx) {
   return {ctx.b.convert(ctx.tensor(0), ctx.out_type().dtype)};
 }
 
+// Factories inside graphs: their shape is the graph's (structure), their fill value a value.
+LoweringFn fill_with_arg(size_t index) {
+  return [index](LoweringContext& ctx) -> std::vector<Value> {
+    return {coerce(ctx.b, ctx.tensor(index), ctx.out_type())};
+  };
+}
+
+LoweringFn fill_with(double value) {
+  return [value](LoweringContext& ctx) -> std::vector<Value> {
+    return {ctx.b.constant(value, ctx.out_type())};
+  };
+}
+
+std::vector<Value> arange_graph(LoweringContext& ctx) {
+  const TensorType& out = ctx.out_type();
+  ElementType compute = shlo::is_float(out.dtype) && out.dtype != ElementType::kF64
+                            ? ElementType::kF32
+                            : out.dtype;
+  TensorType ct(compute, out.shape);
+  Value start = coerce(ctx.b, ctx.tensor(0), ct);
+  Value step = coerce(ctx.b, ctx.tensor(2), ct);
+  Value idx = ctx.b.convert(ctx.b.iota(TensorType(ElementType::kS64, out.shape), 0), compute);
+  return {ctx.b.convert(ctx.b.add(start, ctx.b.mul(idx, step)), out.dtype)};
+}
+
+TORCHTPU_GRAPH_LOWERING("aten::scalar_tensor", fill_with_arg(0));
+TORCHTPU_GRAPH_LOWERING("aten::full", fill_with_arg(1));
+TORCHTPU_GRAPH_LOWERING("aten::full_like", fill_with_arg(1));
+TORCHTPU_GRAPH_LOWERING("aten::new_full", fill_with_arg(2));
+TORCHTPU_GRAPH_LOWERING("aten::zeros", fill_with(0));
+TORCHTPU_GRAPH_LOWERING("aten::ones", fill_with(1));
+TORCHTPU_GRAPH_LOWERING("aten::zeros_like", fill_with(0));
+TORCHTPU_GRAPH_LOWERING("aten::ones_like", fill_with(1));
+TORCHTPU_GRAPH_LOWERING("aten::empty_like", fill_with(0));
+TORCHTPU_GRAPH_LOWERING("aten::empty.memory_format", fill_with(0));
+TORCHTPU_GRAPH_LOWERING("aten::empty_strided", fill_with(0));
+TORCHTPU_GRAPH_LOWERING("aten::new_zeros", fill_with(0));
+TORCHTPU_GRAPH_LOWERING("aten::new_ones", fill_with(1));
+TORCHTPU_GRAPH_LOWERING("aten::new_empty", fill_with(0));
+TORCHTPU_GRAPH_LOWERING("aten::new_empty_strided", fill_with(0));
+TORCHTPU_GRAPH_LOWERING("aten::arange.start_step", arange_graph);
+
 TORCHTPU_GRAPH_LOWERING("aten::view", reshape_to_out);
 TORCHTPU_GRAPH_LOWERING("aten::_unsafe_view", reshape_to_out);
 TORCHTPU_GRAPH_LOWERING("aten::reshape", reshape_to_out);

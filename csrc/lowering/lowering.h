@@ -3,6 +3,7 @@
 // torch.compile backend (one FX graph per module) both emit through it.
 #pragma once
 
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/function_schema.h>
 #include <ATen/core/ivalue.h>
 #include <c10/core/ScalarType.h>
@@ -97,6 +98,9 @@ const LoweringFn* find_lowering(const std::string& op_name);
 // Entries eager kernels may use.
 const LoweringFn* find_eager_lowering(const std::string& op_name);
 std::vector<std::string> lowered_op_names();
+// For aten::_foreach_* ops: a lowering that applies the per-tensor op's lowering to every list
+// element, synthesized (and registered) on first use; null if there is no per-tensor lowering.
+const LoweringFn* foreach_lowering(const c10::OperatorHandle& op);
 
 // Registers from a static initializer in each op-family file:
 //   TORCHTPU_LOWERING("aten::relu", lower_relu);
