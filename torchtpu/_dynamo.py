@@ -72,11 +72,19 @@ def _normalized_args(node: torch.fx.Node, schema) -> list:
 
 
 class _GraphLowering:
-    def __init__(self, gm: torch.fx.GraphModule, name: str):
+    """Turns an ATen FX graph into a GraphExecutable. With `concrete` (node -> value from
+    running the graph on fake tensors of one concrete signature), symbolic sizes become
+    constants: a dynamic graph is specialized per concrete signature."""
+
+    def __init__(self, gm: torch.fx.GraphModule, name: str, concrete: dict | None = None):
         self.gm = gm
         self.name = name
+        self.concrete = concrete
         self.env: dict = {}
         self.constants: list[torch.Tensor] = []
+
+    def val(self, n: torch.fx.Node):
+        return self.concrete[n] if self.concrete is not None else n.meta.get("val")
 
     def encode(self, a: Any):
         if isinstance(a, torch.fx.Node):
@@ -85,6 +93,9 @@ class _GraphLowering:
                 raise _Unsupported(f"{a} is a tuple used as a tensor")
             return ref
         if isinstance(a, (list, tuple)):
+            items = [self.encode(x) if isinstance(x, torch.fx.Node) else x for x in a]
+            if all(not isinstance(x, tuple) or x[0] == "const" for x in items):
+                return ("const", [x[1] if isinstance(x, tuple) else x for x in items])
             if any(isinstance(x, torch.fx.Node) for x in a):
                 return ("list", [("none",) if x is None else self.encode(x) for x in a])
             if any(isinstance(x, torch.SymInt) for x in a):
@@ -99,13 +110,18 @@ class _GraphLowering:
     def build(self):
         placeholders = [n for n in self.gm.graph.nodes if n.op == "placeholder"]
         get_attrs = [n for n in self.gm.graph.nodes if n.op == "get_attr"]
-        num_inputs = len(placeholders) + len(get_attrs)
+        tensors = []
         for n in placeholders:
-            val = n.meta.get("val")
-            if not isinstance(val, torch.Tensor):
+            val = self.val(n)
+            if isinstance(val, torch.Tensor):
+                tensors.append(n)
+            elif self.concrete is not None and isinstance(val, (int, float, bool)):
+                self.env[n] = ("const", val)
+            else:
                 raise _Unsupported(f"graph input {n.name} is a {type(val).__name__}")
+        num_inputs = len(tensors) + len(get_attrs)
         g = _C.GraphExecutable(self.name, num_inputs)
-        for i, n in enumerate(placeholders):
+        for i, n in enumerate(tensors):
             self.env[n] = ("in", i)
         for j, n in enumerate(get_attrs):
             self.env[n] = ("in", len(placeholders) + j)
@@ -125,11 +141,16 @@ class _GraphLowering:
                     raise _Unsupported("getitem on a single tensor")
                 self.env[n] = ("node", base[1], n.args[1])
                 continue
+            val = self.val(n)
+            if self.concrete is not None and isinstance(val, (int, float, bool)):
+                # Size arithmetic (sym_size, mul of sizes...): known once specialized.
+                self.env[n] = ("const", val)
+                continue
             if not isinstance(n.target, torch._ops.OpOverload):
                 raise _Unsupported(f"call to {n.target}")
             schema = n.target._schema
             args = [self.encode(a) for a in _normalized_args(n, schema)]
-            outs = _flatten_vals(n.meta.get("val"))
+            outs = _flatten_vals(val)
             try:
                 idx = g.add_node(schema.name, schema.overload_name, args, outs)
             except NotImplementedError as e:
@@ -150,8 +171,68 @@ class _GraphLowering:
         return g
 
 
+def _is_dynamic(gm: torch.fx.GraphModule) -> bool:
+    for n in gm.graph.nodes:
+        val = n.meta.get("val")
+        vals = val if isinstance(val, (list, tuple)) else [val]
+        for v in vals:
+            if isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+                return True
+            if isinstance(v, torch.Tensor) and any(not isinstance(d, int) for d in v.shape):
+                return True
+    return False
+
+
+def _concrete_values(gm: torch.fx.GraphModule, args) -> dict:
+    """Every node's value for these concrete inputs, computed on fake tensors (no device work)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    values: dict = {}
+
+    class Recorder(torch.fx.Interpreter):
+        def run_node(self, n):
+            out = super().run_node(n)
+            values[n] = out
+            return out
+
+    with FakeTensorMode(allow_non_fake_inputs=True) as mode:
+        fake = [mode.from_tensor(a) if isinstance(a, torch.Tensor) else a for a in args]
+        Recorder(gm).run(*fake)
+    return values
+
+
+def _compile_dynamic(gm: torch.fx.GraphModule, name: str):
+    """A graph with symbolic sizes: specialized and compiled once per concrete signature."""
+    specialized: dict = {}
+
+    def run(*args):
+        key = tuple((tuple(a.shape), a.dtype) if isinstance(a, torch.Tensor) else a for a in args)
+        entry = specialized.get(key)
+        if entry is None:
+            sub = f"{name}.{len(specialized)}"
+            try:
+                lowering = _GraphLowering(gm, sub, _concrete_values(gm, args))
+                g = lowering.build()
+                _graphs.append((sub, g))
+                entry = (g, [c.to("tpu") for c in lowering.constants])
+            except _Unsupported as e:
+                _eager_graphs.append((sub, str(e)))
+                log.warning("torchtpu: graph %s runs eagerly on tpu (not compiled): %s", sub, e)
+                entry = (None, [])
+            specialized[key] = entry
+        g, constants = entry
+        if g is None:
+            return gm.forward(*args)
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        return g.run(tensors + constants)
+
+    return make_boxed_func(run)
+
+
 def _compile_graph(gm: torch.fx.GraphModule, example_inputs):
     name = f"g{next(_graph_ids)}"
+    if _is_dynamic(gm):
+        return _compile_dynamic(gm, name)
     try:
         lowering = _GraphLowering(gm, name)
         g = lowering.build()

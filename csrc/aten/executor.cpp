@@ -233,21 +233,15 @@ class ProgramBuilder {
         Value v = b.convert(results[i], lowering::to_element_type(d.dtype));
         const Param& p = state_.params[static_cast<size_t>(d.param)];
         bool fresh = current_.count(d.param) == 0;
-        if (fresh && lowering::covers_buffer(d.view, p.dims)) {
-          TORCH_CHECK(v.shape() == d.view.sizes, "torchtpu: ", plan_.called_name,
-                      " result shape differs from the written tensor");
-          current_[d.param] = v;
-        } else {
-          // NotImplemented: the CPU fallback runs it and copy_ writes such views on the host.
-          TORCH_CHECK_NOT_IMPLEMENTED(lowering::to_element_type(d.dtype) == p.dtype,
-                                      "torchtpu: ", plan_.called_name,
-                                      " writes through a view whose dtype differs from its "
-                                      "storage's");
-          Value base = !fresh     ? current_[d.param]
-                       : p.buffer ? param_value(d.param)
-                                  : module_.main().constant(0, TensorType(p.dtype, p.dims));
-          current_[d.param] = lowering::write_view(b, base, d.view, v);
+        std::optional<Value> base;
+        if (!fresh) {
+          base = current_[d.param];
+        } else if (p.buffer) {
+          base = param_value(d.param);
         }
+        TORCH_CHECK(v.shape() == d.view.sizes, "torchtpu: ", plan_.called_name,
+                    " result shape differs from the written tensor");
+        current_[d.param] = lowering::write_storage(b, base, p.dims, p.dtype, d.view, v);
         bool seen = false;
         for (int w : written) seen |= w == d.param;
         if (!seen) written.push_back(d.param);
@@ -300,12 +294,7 @@ class ProgramBuilder {
     if (p.kind != Param::Kind::kStorage) return base;
     auto& b = module_.main();
     ElementType want = lowering::to_element_type(d.dtype);
-    if (p.dtype != want) {
-      TORCH_CHECK_NOT_IMPLEMENTED(shlo::bit_width(p.dtype) == shlo::bit_width(want),
-                                  "torchtpu: reading a ", c10::toString(d.dtype),
-                                  " view of a storage written with another element size");
-      base = b.bitcast_convert(base, want);
-    }
+    base = lowering::reinterpret(b, base, want);
     return lowering::read_view(b, base, d.view);
   }
 

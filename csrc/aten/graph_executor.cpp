@@ -119,7 +119,7 @@ std::shared_ptr<GraphExecutable::Entry> GraphExecutable::build(CallState& state,
     } else {
       Value base = param_value(d.param);
       ElementType want = lowering::to_element_type(d.dtype);
-      if (p.dtype != want) base = b.bitcast_convert(base, want);
+      base = lowering::reinterpret(b, base, want);
       slot = lowering::read_view(b, base, d.view);
     }
     return *slot;
@@ -252,15 +252,9 @@ std::shared_ptr<GraphExecutable::Entry> GraphExecutable::build(CallState& state,
     Entry::Out o;
     o.to_storage = true;
     o.index = d.param;
-    Value stored;
-    if (lowering::covers_buffer(d.view, p.dims) || !p.buffer) {
-      stored = lowering::covers_buffer(d.view, p.dims) ? value
-                                                       : lowering::write_view(
-                                                             b, b.constant(0, TensorType(p.dtype, p.dims)),
-                                                             d.view, value);
-    } else {
-      stored = lowering::write_view(b, param_value(d.param), d.view, value);
-    }
+    std::optional<Value> base;
+    if (p.buffer) base = param_value(d.param);
+    Value stored = lowering::write_storage(b, base, p.dims, p.dtype, d.view, value);
     o.dims = stored.shape();
     o.element_type = stored.dtype();
     o.dtype = lowering::to_scalar_type(stored.dtype());

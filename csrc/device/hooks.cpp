@@ -5,6 +5,7 @@
 
 #include "device/current_device.h"
 #include "device/generator.h"
+#include "device/storage.h"
 #include "runtime/runtime.h"
 
 namespace torchtpu::aten {
@@ -60,6 +61,8 @@ void TpuHooks::resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsiz
 }  // namespace
 
 void register_hooks() {
+  // torch.UntypedStorage(n, device="tpu") and deepcopy ask the device type's allocator.
+  c10::SetAllocator(c10::DeviceType::PrivateUse1, allocator());
   static TpuHooks hooks;
   at::RegisterPrivateUse1HooksInterface(&hooks);
 }

@@ -102,6 +102,30 @@ bool covers_buffer(const StridedView& view, const std::vector<int64_t>& buffer_d
          is_contiguous(view.sizes, view.strides);
 }
 
+Value reinterpret(FunctionBuilder& b, Value base, ElementType want) {
+  if (base.dtype() == want) return base;
+  const int have_bits = shlo::bit_width(base.dtype()) == 1 ? 8 : shlo::bit_width(base.dtype());
+  const int want_bits = shlo::bit_width(want) == 1 ? 8 : shlo::bit_width(want);
+  const int64_t n = numel_of(base.shape());
+  Value flat = b.reshape(base, {n});
+  if (base.dtype() == ElementType::kPred) flat = b.convert(flat, ElementType::kU8);
+  ElementType target = want == ElementType::kPred ? ElementType::kU8 : want;
+  Value out;
+  if (have_bits == want_bits) {
+    out = b.bitcast_convert(flat, target);
+  } else if (have_bits < want_bits) {
+    // Several small elements form one large one: [n] -> [n/r, r] -> [n/r].
+    int64_t r = want_bits / have_bits;
+    Value grouped = b.reshape(flat, {n / r, r});
+    out = b.op("stablehlo.bitcast_convert", {grouped}, TensorType(target, {n / r}));
+  } else {
+    int64_t r = have_bits / want_bits;
+    Value split = b.op("stablehlo.bitcast_convert", {flat}, TensorType(target, {n, r}));
+    out = b.reshape(split, {n * r});
+  }
+  return want == ElementType::kPred ? b.convert(out, ElementType::kPred) : out;
+}
+
 Value read_view(FunctionBuilder& b, Value base, const StridedView& view) {
   if (covers_buffer(view, base.shape())) return b.reshape(base, view.sizes);
   const int64_t n = numel_of(base.shape());
@@ -151,6 +175,18 @@ Value write_view(FunctionBuilder& b, Value base, const StridedView& view, Value 
           }}})[0];
   }
   return b.reshape(result, base.shape());
+}
+
+Value write_storage(FunctionBuilder& b, std::optional<Value> base, const std::vector<int64_t>& dims,
+                    ElementType dtype, const StridedView& view, Value update) {
+  auto bytes = [](ElementType t) { return std::max(1, shlo::bit_width(t) / 8); };
+  int64_t storage_bytes = numel_of(dims) * bytes(dtype);
+  int64_t view_bytes = numel_of(view.sizes) * bytes(update.dtype());
+  if (view.offset == 0 && is_contiguous(view.sizes, view.strides) && view_bytes == storage_bytes) {
+    return update;
+  }
+  Value current = base ? *base : b.constant(0, TensorType(dtype, dims));
+  return write_view(b, reinterpret(b, current, update.dtype()), view, update);
 }
 
 }  // namespace torchtpu::lowering

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "stablehlo/builder.h"
@@ -21,10 +22,22 @@ int64_t numel_of(const std::vector<int64_t>& sizes);
 // True when the view is exactly the whole buffer in its own row-major order.
 bool covers_buffer(const StridedView& view, const std::vector<int64_t>& buffer_dims);
 
+// The storage's bytes reinterpreted as `want` elements (a storage written through one dtype
+// and read through another, e.g. after an untyped-storage copy). Returns `base` unchanged when
+// the dtypes match, else a flat 1-D value.
+shlo::Value reinterpret(shlo::FunctionBuilder& b, shlo::Value base, shlo::ElementType want);
+
 // The view's elements gathered from `base` (any dims), as a tensor of view.sizes.
 shlo::Value read_view(shlo::FunctionBuilder& b, shlo::Value base, const StridedView& view);
 // `base` with the view's elements replaced by `update` (shape view.sizes, base's dtype).
 shlo::Value write_view(shlo::FunctionBuilder& b, shlo::Value base, const StridedView& view,
                        shlo::Value update);
+
+// New contents of a storage after `update` (the view's dtype) lands in `view`. `base` is the
+// current buffer (dims and dtype as stored), or nullopt for a never-written storage of
+// `dims`/`dtype`. A write covering every byte stores `update` as is (its shape and dtype).
+shlo::Value write_storage(shlo::FunctionBuilder& b, std::optional<shlo::Value> base,
+                          const std::vector<int64_t>& dims, shlo::ElementType dtype,
+                          const StridedView& view, shlo::Value update);
 
 }  // namespace torchtpu::lowering
