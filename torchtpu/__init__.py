@@ -23,6 +23,8 @@ def _register() -> None:
         torch.utils.rename_privateuse1_backend("tpu")
     from . import device as _device_module
 
+    # TPUs compute in bfloat16 natively: it is autocast's default dtype on tpu.
+    torch.set_autocast_dtype("tpu", torch.bfloat16)
     if not hasattr(torch, "tpu"):
         torch._register_device_module("tpu", _device_module)
         torch.utils.generate_methods_for_privateuse1_backend(
