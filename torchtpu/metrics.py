@@ -27,4 +27,11 @@ def metrics_report() -> str:
         lines.append("CPU fallbacks by op:")
         for op, n in sorted(by_op.items(), key=lambda kv: -kv[1]):
             lines.append(f"  {op:<{width}}  {n:>10}")
+    lines.append(f"disk cache: {cache_dir() or 'off'}")
     return "\n".join(lines)
+
+
+def cache_dir() -> str:
+    """The persistent compilation cache's folder, or "" when it is off (TORCHTPU_CACHE=0) or was
+    disabled for this process (a platform that cannot reload executables)."""
+    return _C._cache_dir()

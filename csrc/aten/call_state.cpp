@@ -120,8 +120,10 @@ void Scanner::tensor(const at::Tensor& t, ArgDesc& d) {
   d.kind = ArgDesc::Kind::kTensor;
   d.param = index;
   d.dtype = t.scalar_type();
-  d.view.sizes = t.sizes().vec();
-  d.view.strides = t.strides().vec();
+  if (with_views_) {
+    d.view.sizes = t.sizes().vec();
+    d.view.strides = t.strides().vec();
+  }
   d.view.offset = t.storage_offset();
   put(s_.key, 'T');
   put(s_.key, static_cast<int64_t>(index));

@@ -62,7 +62,9 @@ void put_ints(std::string& key, c10::IntArrayRef v);
 // their view in the key; Scalars become runtime parameters unless equal to the default.
 class Scanner {
  public:
-  explicit Scanner(CallState& s) : s_(s) {}
+  // Without `with_views` the per-argument views are left empty: a cache hit never needs them,
+  // only building a program does.
+  explicit Scanner(CallState& s, bool with_views = true) : s_(s), with_views_(with_views) {}
   void tensor(const at::Tensor& t, ArgDesc& d);
   // Scans an op's arguments, stack[first ...].
   void scan(const c10::FunctionSchema& schema, const torch::jit::Stack& stack, size_t first);
@@ -70,6 +72,7 @@ class Scanner {
  private:
   void constant(const c10::IValue& v);
   CallState& s_;
+  bool with_views_;
 };
 
 // Uploads runtime scalars and generator states (index -1: the device's default generator),

@@ -458,7 +458,8 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     state.key.reserve(256);
     const OpPlan* plan_ptr = &plan;  // plans live forever: their address names the op
     state.key.append(reinterpret_cast<const char*>(&plan_ptr), sizeof(plan_ptr));
-    Scanner(state).scan(schema, *stack, first);
+    state.params.reserve(4);
+    Scanner(state, /*with_views=*/false).scan(schema, *stack, first);
 
     std::shared_ptr<Entry> entry;
     {
@@ -504,6 +505,12 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     }
 
     runtime::metrics().cache_misses++;
+    // The program builder needs every argument's view: scan again, with views.
+    CallState described;
+    described.key.append(state.key.data(), sizeof(plan_ptr));
+    Scanner(described, /*with_views=*/true).scan(schema, *stack, first);
+    TORCH_INTERNAL_ASSERT(described.key == state.key, "torchtpu: unstable signature");
+    state = std::move(described);
     std::vector<std::string> desc = describe_args(schema, *stack, first);
     std::string signature = plan.called_name + "(" + join(desc) + ")";
     ProgramBuilder builder(plan, state, *stack, first);

@@ -29,4 +29,8 @@ class Program {
 std::shared_ptr<Program> compile_program(const std::string& mlir, const std::string& signature,
                                          const std::string& why);
 
+// The persistent compilation cache's folder, or "" when it is off (TORCHTPU_CACHE=0, no home
+// folder, or disabled for this process because the platform cannot reload executables).
+std::string disk_cache_dir();
+
 }  // namespace torchtpu::runtime

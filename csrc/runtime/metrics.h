@@ -16,6 +16,12 @@ struct Metrics {
   std::atomic<int64_t> cache_misses{0};
   std::atomic<int64_t> disk_cache_hits{0};
   std::atomic<int64_t> disk_cache_misses{0};
+  // Entries found truncated, garbled, of another format version or for another key (removed).
+  std::atomic<int64_t> disk_cache_corrupt{0};
+  std::atomic<int64_t> disk_cache_writes{0};
+  std::atomic<int64_t> disk_cache_evictions{0};
+  // Serialized executables the platform would not reload (or serialize).
+  std::atomic<int64_t> disk_cache_load_failures{0};
   std::atomic<int64_t> executions{0};
   std::atomic<int64_t> h2d_transfers{0};
   std::atomic<int64_t> h2d_bytes{0};
