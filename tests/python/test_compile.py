@@ -80,6 +80,8 @@ def test_compiled_train_step_matches_eager_over_steps_and_lr_change_does_not_rec
                               capturable=True)
     opt_c = torch.optim.AdamW(m_c.parameters(), lr=torch.tensor(1e-2).to(DEV), foreach=True,
                               capturable=True)
+    for opt in (opt_e, opt_c):
+        opt.param_groups[0]["lr"].fill_(1e-2)  # warms the eager fill_ used for the change below
     step = torch.compile(_train_step, backend="tpu")
     before = set(tpu_dynamo.graph_metrics())
     data = [(torch.randn(4, 8).to(DEV), torch.randn(4, 4).to(DEV)) for _ in range(4)]
