@@ -167,6 +167,77 @@ std::vector<Value> arange_graph(LoweringContext& ctx) {
   return {ctx.b.convert(ctx.b.add(start, ctx.b.mul(idx, step)), out.dtype)};
 }
 
+// The *_scatter ops (functional inverses of views that backward graphs use): `src` written
+// into the view of a contiguous `self`.
+StridedView slice_view(const Value& x, int64_t dim, int64_t start, int64_t end, int64_t step) {
+  StridedView v;
+  std::vector<int64_t> strides = contiguous_strides(x.shape());
+  v.sizes = x.shape();
+  v.strides = strides;
+  int64_t n = x.shape()[static_cast<size_t>(dim)];
+  if (start < 0) start += n;
+  if (end < 0) end += n;
+  start = std::min(std::max<int64_t>(start, 0), n);
+  end = std::min(std::max(end, start), n);
+  v.sizes[static_cast<size_t>(dim)] = (end - start + step - 1) / step;
+  v.strides[static_cast<size_t>(dim)] = strides[static_cast<size_t>(dim)] * step;
+  v.offset = start * strides[static_cast<size_t>(dim)];
+  return v;
+}
+
+std::vector<Value> slice_scatter(LoweringContext& ctx) {
+  Value x = ctx.tensor(0);
+  int64_t dim = wrap_dim(ctx.int_arg(2), x.rank());
+  int64_t n = x.shape()[static_cast<size_t>(dim)];
+  StridedView v = slice_view(x, dim, ctx.optional_int(3).value_or(0),
+                             ctx.optional_int(4).value_or(n), ctx.int_arg(5));
+  Value src = ctx.b.convert(ctx.tensor(1), x.dtype());
+  return {write_view(ctx.b, x, v, src)};
+}
+
+std::vector<Value> select_scatter(LoweringContext& ctx) {
+  Value x = ctx.tensor(0);
+  int64_t dim = wrap_dim(ctx.int_arg(2), x.rank());
+  int64_t index = ctx.int_arg(3);
+  if (index < 0) index += x.shape()[static_cast<size_t>(dim)];
+  StridedView v = slice_view(x, dim, index, index + 1, 1);
+  v.sizes.erase(v.sizes.begin() + dim);
+  v.strides.erase(v.strides.begin() + dim);
+  Value src = ctx.b.convert(ctx.tensor(1), x.dtype());
+  return {write_view(ctx.b, x, v, src)};
+}
+
+std::vector<Value> as_strided_scatter(LoweringContext& ctx) {
+  Value x = ctx.tensor(0);
+  StridedView v;
+  v.sizes = ctx.int_list(2);
+  v.strides = ctx.int_list(3);
+  v.offset = ctx.optional_int(4).value_or(0);
+  return {write_view(ctx.b, x, v, ctx.b.convert(ctx.tensor(1), x.dtype()))};
+}
+
+std::vector<Value> diagonal_scatter(LoweringContext& ctx) {
+  Value x = ctx.tensor(0);
+  Value src = ctx.b.convert(ctx.tensor(1), x.dtype());
+  int64_t offset = ctx.int_arg(2);
+  int64_t d1 = wrap_dim(ctx.int_arg(3), x.rank()), d2 = wrap_dim(ctx.int_arg(4), x.rank());
+  std::vector<int64_t> strides = contiguous_strides(x.shape());
+  StridedView v;
+  v.sizes = src.shape();
+  for (int64_t i = 0; i < x.rank(); ++i) {
+    if (i != d1 && i != d2) v.strides.push_back(strides[static_cast<size_t>(i)]);
+  }
+  v.strides.push_back(strides[static_cast<size_t>(d1)] + strides[static_cast<size_t>(d2)]);
+  v.offset = offset >= 0 ? offset * strides[static_cast<size_t>(d2)]
+                         : -offset * strides[static_cast<size_t>(d1)];
+  return {write_view(ctx.b, x, v, src)};
+}
+
+TORCHTPU_GRAPH_LOWERING("aten::slice_scatter", slice_scatter);
+TORCHTPU_GRAPH_LOWERING("aten::select_scatter", select_scatter);
+TORCHTPU_GRAPH_LOWERING("aten::as_strided_scatter", as_strided_scatter);
+TORCHTPU_GRAPH_LOWERING("aten::diagonal_scatter", diagonal_scatter);
+
 TORCHTPU_GRAPH_LOWERING("aten::scalar_tensor", fill_with_arg(0));
 TORCHTPU_GRAPH_LOWERING("aten::full", fill_with_arg(1));
 TORCHTPU_GRAPH_LOWERING("aten::full_like", fill_with_arg(1));
