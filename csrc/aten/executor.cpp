@@ -1,6 +1,7 @@
 #include "aten/executor.h"
 
 #include <ATen/EmptyTensor.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
 #include <c10/core/DispatchKeySet.h>
@@ -473,7 +474,21 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       return launch(plan, *entry, state, stack, first);
     }
 
-    // Miss: validate with PyTorch's meta kernels, size out= arguments, infer output types.
+    // Miss: check aliasing as TensorIterator does on CPU (a written tensor must not overlap
+    // itself, nor partially overlap an input; both depend only on the signature, so checking
+    // here covers every later hit).
+    if (plan.variant != Variant::kFunctional) {
+      for (size_t m : plan.mutated_args) {
+        const at::Tensor& out = (*stack)[first + m].toTensor();
+        at::assert_no_internal_overlap(out);
+        for (size_t i = 0; i < nargs; ++i) {
+          const c10::IValue& v = (*stack)[first + i];
+          if (i == m || !v.isTensor() || !v.toTensor().defined()) continue;
+          if (v.toTensor().is_privateuseone()) at::assert_no_partial_overlap(out, v.toTensor());
+        }
+      }
+    }
+    // Validate with PyTorch's meta kernels, size out= arguments, infer output types.
     std::vector<c10::IValue> called_args(stack->begin() + static_cast<std::ptrdiff_t>(first),
                                          stack->end());
     std::vector<TensorType> out_types;

@@ -1,5 +1,6 @@
 // View ops are metadata over the shared storage; PyTorch's generic implementations work
 // for any device whose storage is real, which ours is.
+#include <ATen/EmptyTensor.h>
 #include <ATen/native/Resize.h>
 #include <ATen/native/TensorShape.h>
 #include <ATen/ops/as_strided_native.h>
@@ -61,6 +62,15 @@ at::Tensor& set_storage(at::Tensor& self, c10::Storage source, int64_t offset,
   std::optional<c10::IntArrayRef> st;
   if (!stride.empty()) st = stride;
   at::native::resize_impl_cpu_(self.unsafeGetTensorImpl(), size, st, /*resize_storage=*/false);
+  // Like CPU's set_: a storage too small for the new geometry grows (keeping its contents).
+  if (self.numel() > 0) {
+    size_t needed = at::detail::computeStorageNbytes(self.sizes(), self.strides(),
+                                                     self.element_size(), offset);
+    if (needed > self.storage().nbytes()) {
+      TORCH_CHECK(self.storage().resizable(), "Trying to resize storage that is not resizable");
+      resize_storage_bytes(self.storage(), needed);
+    }
+  }
   return self;
 }
 

@@ -3,7 +3,10 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 
+#include <cstdint>
+
 #include "device/current_device.h"
+#include "runtime/inflight.h"
 #include "runtime/runtime.h"
 
 namespace torchtpu::device {
@@ -37,19 +40,45 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     return c10::Stream(c10::Stream::DEFAULT, d);
   }
   c10::Stream exchangeStream(c10::Stream s) const noexcept override { return s; }
+  // Every stream is the device's single in-order queue (stronger ordering than asked for).
+  c10::Stream getNewStream(c10::Device d, int priority) const override {
+    return c10::Stream(c10::Stream::DEFAULT, d);
+  }
+  c10::Stream getStreamFromGlobalPool(c10::Device d, bool isHighPriority) const override {
+    return c10::Stream(c10::Stream::DEFAULT, d);
+  }
   c10::DeviceIndex deviceCount() const noexcept override {
     return runtime::is_available() ? static_cast<c10::DeviceIndex>(runtime::get().device_count())
                                    : 0;
   }
-  // Events: PJRT executions on one device complete in order, so recording is a no-op and
-  // synchronizing waits for the device (see torch.tpu.synchronize).
+  // One in-order queue per device: PJRT executions on a device complete in order, so a stream
+  // is the device's queue and an event marks "everything launched on its device so far".
+  // Recording remembers the device; synchronizing waits for the device (torch.tpu.synchronize);
+  // blocking a stream on an event needs nothing, the queue already orders them.
   void record(void** event, const c10::Stream& stream, const c10::DeviceIndex device_index,
-              const c10::EventFlag flag) const override {}
+              const c10::EventFlag flag) const override {
+    c10::DeviceIndex d = device_index >= 0 ? device_index : stream.device_index();
+    *event = reinterpret_cast<void*>(static_cast<intptr_t>(d) + 1);  // never null once recorded
+  }
   void block(void* event, const c10::Stream& stream) const override {}
   bool queryEvent(void* event) const override { return true; }
   void destroyEvent(void* event, const c10::DeviceIndex device_index) const noexcept override {}
+  void synchronizeEvent(void* event) const override {
+    if (event == nullptr) return;  // never recorded: nothing to wait for, as in CUDA
+    wait(static_cast<int>(reinterpret_cast<intptr_t>(event) - 1));
+  }
   bool queryStream(const c10::Stream& stream) const override { return true; }
-  void synchronizeStream(const c10::Stream& stream) const override {}
+  void synchronizeStream(const c10::Stream& stream) const override {
+    wait(stream.device_index());
+  }
+  void synchronizeDevice(const c10::DeviceIndex device_index) const override {
+    wait(device_index);
+  }
+
+ private:
+  static void wait(int device) {
+    if (runtime::is_initialized()) runtime::wait_for_executions(device);
+  }
 };
 
 C10_REGISTER_GUARD_IMPL(PrivateUse1, TpuGuardImpl);

@@ -1,12 +1,14 @@
 #include "device/storage.h"
 
 #include <c10/core/CPUAllocator.h>
+#include <c10/core/CachingDeviceAllocator.h>
 #include <c10/util/Exception.h>
 
 #include <array>
 #include <atomic>
 
 #include "device/current_device.h"
+#include "runtime/runtime.h"
 
 namespace torchtpu::device {
 namespace {
@@ -14,14 +16,21 @@ namespace {
 constexpr int kMaxDevices = 64;
 std::array<std::atomic<int64_t>, kMaxDevices> allocated{};
 std::array<std::atomic<int64_t>, kMaxDevices> peak{};
+// Cumulative bytes that became / stopped being device buffers of storages (reset separately).
+std::array<std::atomic<int64_t>, kMaxDevices> total_allocated{};
+std::array<std::atomic<int64_t>, kMaxDevices> total_freed{};
 
 void account(int device, int64_t delta) {
   if (device < 0 || device >= kMaxDevices) return;
   int64_t now = allocated[device].fetch_add(delta) + delta;
+  if (delta > 0) total_allocated[device] += delta;
+  if (delta < 0) total_freed[device] -= delta;
   int64_t p = peak[device].load();
   while (now > p && !peak[device].compare_exchange_weak(p, now)) {
   }
 }
+
+bool valid(c10::DeviceIndex device) { return device >= 0 && device < kMaxDevices; }
 
 int64_t buffer_bytes(const std::vector<int64_t>& dims, shlo::ElementType dtype) {
   int64_t n = 1;
@@ -31,8 +40,45 @@ int64_t buffer_bytes(const std::vector<int64_t>& dims, shlo::ElementType dtype) 
 
 void delete_handle(void* ctx) { delete static_cast<StorageHandle*>(ctx); }
 
-class TpuAllocator final : public c10::Allocator {
+// A DeviceAllocator, so that torch.accelerator.memory_allocated() / memory_stats() /
+// reset_peak_memory_stats() / empty_cache() work for tpu as they do for cuda. There is no
+// cache: a PJRT buffer is freed when its last storage dies, so reserved == allocated.
+class TpuAllocator final : public c10::DeviceAllocator {
  public:
+  bool initialized() override { return runtime::is_initialized(); }
+  void emptyCache(c10::MempoolId_t) override {}
+  void recordStream(const c10::DataPtr&, c10::Stream) override {}
+  c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override {
+    c10::CachingDeviceAllocator::DeviceStats stats;
+    if (!valid(device)) return stats;
+    c10::CachingAllocator::Stat bytes;
+    bytes.current = allocated[device].load();
+    bytes.peak = peak[device].load();
+    bytes.allocated = total_allocated[device].load();
+    bytes.freed = total_freed[device].load();
+    auto agg = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+    stats.allocated_bytes[agg] = bytes;
+    stats.reserved_bytes[agg] = bytes;
+    stats.active_bytes[agg] = bytes;
+    stats.requested_bytes[agg] = bytes;
+    return stats;
+  }
+  void resetAccumulatedStats(c10::DeviceIndex device) override {
+    if (!valid(device)) return;
+    total_allocated[device] = 0;
+    total_freed[device] = 0;
+  }
+  void resetPeakStats(c10::DeviceIndex device) override { reset_peak_memory(device); }
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
+    pjrt::MemoryStats s = runtime::get().device(device).memory_stats();
+    TORCH_CHECK_NOT_IMPLEMENTED(s.bytes_limit >= 0 && s.bytes_in_use >= 0, "torchtpu: the ",
+                                runtime::get().platform(),
+                                " PJRT plugin does not report device memory");
+    size_t limit = static_cast<size_t>(s.bytes_limit);
+    size_t used = static_cast<size_t>(s.bytes_in_use);
+    return {used < limit ? limit - used : 0, limit};
+  }
+
   c10::DataPtr allocate(size_t nbytes) override {
     // Allocation is lazy: the device buffer appears on the first write. No GIL, no PJRT here.
     int index = current_device();

@@ -1,0 +1,95 @@
+"""Shared fixtures for the torchtpu Python tests.
+
+Every test runs against the XLA CPU PJRT plugin here (4 devices, tpu:0..tpu:3) and compares
+with CPU PyTorch. `torchtpu` is imported once per session by the autouse fixture below, so a
+test module that forgets to import it still finds the `tpu` device registered.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+
+@pytest.fixture(scope="session", autouse=True)
+def torchtpu_module():
+    """Imports torchtpu (registering the `tpu` device) and checks the runtime came up."""
+    import torchtpu
+
+    assert torch.tpu.is_available(), "the tpu device is unavailable: " + torchtpu._C._init_error()
+    yield torchtpu
+    torch.tpu.synchronize()
+
+
+def _clean_env(extra: dict[str, str]) -> dict[str, str]:
+    env = dict(os.environ)
+    for k in ("TORCHTPU_PJRT_PLUGIN", "TORCHTPU_PLATFORM", "TORCHTPU_CPU_FALLBACK",
+              "TPU_LAUNCH_BLOCKING", "TORCHTPU_LOG_COMPILES", "TORCHTPU_DUMP_MLIR"):
+        env.pop(k, None)
+    env.update(extra)
+    return env
+
+
+class PythonProcess:
+    """A fresh interpreter running `code`; wait() returns its CompletedProcess (text output)."""
+
+    def __init__(self, code: str, env: dict[str, str], timeout: float):
+        self.timeout = timeout
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", textwrap.dedent(code)],
+            env=_clean_env(env),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.done = None
+
+    def wait(self, check: bool = True) -> subprocess.CompletedProcess:
+        if self.done is None:
+            try:
+                out, err = self.proc.communicate(timeout=self.timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                out, err = self.proc.communicate()
+                raise AssertionError(f"subprocess timed out\nstdout:\n{out}\nstderr:\n{err}")
+            self.done = subprocess.CompletedProcess(self.proc.args, self.proc.returncode, out, err)
+        if check:
+            assert self.done.returncode == 0, (
+                f"subprocess failed ({self.done.returncode})\nstdout:\n{self.done.stdout}\n"
+                f"stderr:\n{self.done.stderr}"
+            )
+        return self.done
+
+
+@pytest.fixture(scope="session")
+def start_python():
+    """start_python(code, **env) starts `code` in a fresh interpreter with the given environment
+    variables set (torchtpu's own variables otherwise cleared) and returns a PythonProcess.
+    Starting several before waiting on any runs them concurrently (importing torch dominates)."""
+    started = []
+
+    def start(code: str, timeout: float = 180, **env: str) -> PythonProcess:
+        p = PythonProcess(code, env, timeout)
+        started.append(p)
+        return p
+
+    yield start
+    for p in started:
+        if p.proc.poll() is None:
+            p.proc.kill()
+            p.proc.communicate()
+
+
+@pytest.fixture
+def run_python(start_python):
+    """run_python(code, check=True, **env): start_python(...).wait(check)."""
+
+    def run(code: str, check: bool = True, timeout: float = 180, **env: str):
+        return start_python(code, timeout=timeout, **env).wait(check)
+
+    return run

@@ -1,0 +1,153 @@
+"""The eager program cache: a repeated call compiles nothing, Python scalars are runtime
+arguments (changing them never recompiles), what does change the signature (shape, dtype,
+layout, device) compiles once more, and TORCHTPU_LOG_COMPILES=1 prints one line per compile
+naming the op."""
+
+import re
+
+import torch
+from torch.testing import assert_close
+
+import torchtpu
+
+
+def compiled():
+    """Programs built: compiled by XLA, or loaded from the on-disk compilation cache when one is
+    enabled (a program cache miss either way). A program cache hit adds to neither."""
+    m = torchtpu.metrics()
+    return m["programs_compiled"] + m.get("disk_cache_hits", 0)
+
+
+def warm(fn, *args):
+    """Runs fn once (compiling whatever it needs) and returns the compile count after it."""
+    fn(*args)
+    torch.tpu.synchronize()
+    return compiled()
+
+
+def test_identical_call_compiles_nothing():
+    x = torch.randn(5, 7).to("tpu")
+    y = torch.randn(5, 7).to("tpu")
+    f = lambda a, b: (a * b + a).exp().sum(1)
+    before = warm(f, x, y)
+    hits = torchtpu.metrics()["cache_hits"]
+    out = f(x, y)
+    assert compiled() == before
+    assert torchtpu.metrics()["cache_hits"] > hits
+    # New tensors with the same signature reuse the programs too.
+    x2, y2 = torch.randn(5, 7), torch.randn(5, 7)
+    out2 = f(x2.to("tpu"), y2.to("tpu"))
+    assert compiled() == before
+    assert_close(out2.cpu(), f(x2, y2), rtol=1e-5, atol=1e-5)
+    assert_close(out.cpu(), f(x.cpu(), y.cpu()), rtol=1e-5, atol=1e-5)
+
+
+def test_changing_python_scalar_compiles_nothing():
+    c = torch.randn(3, 4)
+    x = c.to("tpu")
+    warm(lambda: x * 2.0)
+    before = compiled()
+    for s in (3.5, -1.25, 1e-3, 7.0):
+        assert_close((x * s).cpu(), c * s)
+    assert compiled() == before
+    warm(lambda: x + 1)
+    before = compiled()
+    for s in (2, -7, 100):
+        assert_close((x + s).cpu(), c + s)
+    assert compiled() == before
+
+
+def test_changing_alpha_compiles_nothing():
+    a, b = torch.randn(6), torch.randn(6)
+    x, y = a.to("tpu"), b.to("tpu")
+    warm(lambda: x.add(y, alpha=2.0))
+    warm(lambda: torch.sub(x, y, alpha=2.0))
+    before = compiled()
+    for alpha in (0.5, -3.0, 10.0):
+        assert_close(x.add(y, alpha=alpha).cpu(), a.add(b, alpha=alpha))
+        assert_close(torch.sub(x, y, alpha=alpha).cpu(), torch.sub(a, b, alpha=alpha))
+    assert compiled() == before
+
+
+def test_changing_scalar_in_inplace_and_fill_compiles_nothing():
+    x = torch.zeros(4, device="tpu")
+    warm(lambda: x.add_(1.5))
+    warm(lambda: x.fill_(2.0))
+    warm(lambda: torch.full((4,), 3.0, device="tpu"))
+    before = compiled()
+    x.add_(2.5)
+    x.fill_(-4.0)
+    x.mul_(0.5)
+    f = torch.full((4,), 9.0, device="tpu")
+    assert compiled() <= before + 1  # mul_ is new; the rest are cached
+    before = compiled()
+    x.mul_(3.0)
+    x.add_(7.25)
+    assert compiled() == before
+    assert_close(x.cpu(), torch.full((4,), -4.0 * 0.5 * 3.0 + 7.25))
+    assert_close(f.cpu(), torch.full((4,), 9.0))
+
+
+def test_changing_rng_seed_compiles_nothing():
+    warm(lambda: torch.rand(8, device="tpu"))
+    before = compiled()
+    for seed in (1, 2, 3):
+        torch.tpu.manual_seed(seed)
+        torch.rand(8, device="tpu")
+    assert compiled() == before
+
+
+def test_signature_changes_compile_once():
+    x = torch.randn(4, 3, device="tpu")
+    other_shape = [torch.randn(5, 3, device="tpu") for _ in range(2)]
+    as_f64 = x.to(torch.float64)
+    warm(torch.neg, x)
+    before = compiled()
+    torch.neg(other_shape[0])  # new shape
+    assert compiled() == before + 1
+    torch.neg(other_shape[1])
+    assert compiled() == before + 1
+    torch.neg(x.t())  # new layout
+    assert compiled() == before + 2
+    torch.neg(as_f64)  # new dtype
+    assert compiled() == before + 3
+    torch.neg(as_f64)
+    torch.neg(x.t())
+    assert compiled() == before + 3
+
+
+LOG_COMPILES = """
+import torch, torchtpu
+x = torch.ones(4, 4, device="tpu")
+y = x * 2.0
+y = x * 3.5            # cached: no line
+z = torch.add(x, y, alpha=2)
+z = torch.add(x, y, alpha=5)   # cached: no line
+w = x.exp()
+w = x.exp()            # cached: no line
+torch.tpu.synchronize()
+m = torchtpu.metrics()
+print("COMPILED", m["programs_compiled"] + m.get("disk_cache_hits", 0))
+"""
+
+
+def test_log_compiles(run_python):
+    proc = run_python(LOG_COMPILES, TORCHTPU_LOG_COMPILES="1")
+    n = int(re.search(r"COMPILED (\d+)", proc.stdout).group(1))
+    # One line per program built: "compiled OP(...)", or "loaded OP(...) from the disk cache".
+    pattern = re.compile(r"torchtpu: (?:compiled|loaded) (aten::[\w.]+)\(")
+    lines = [l for l in proc.stderr.splitlines() if pattern.match(l)]
+    assert len(lines) == n, proc.stderr
+    ops = [pattern.match(l).group(1) for l in lines]
+    for op in ("aten::mul.Tensor", "aten::add.Tensor", "aten::exp"):
+        assert ops.count(op) == 1, (op, lines)
+
+
+def test_no_compile_log_by_default(capfd):
+    """This process runs without TORCHTPU_LOG_COMPILES: compiling prints nothing."""
+    capfd.readouterr()
+    before = compiled()
+    torch.arange(7.0, device="tpu").reshape(7, 1).cosh()  # a new signature
+    assert compiled() > before
+    err = capfd.readouterr().err
+    assert "torchtpu: compiled" not in err and "torchtpu: loaded" not in err
