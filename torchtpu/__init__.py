@@ -34,9 +34,8 @@ def _register() -> None:
 
 _register()
 
-from . import _dynamo  # noqa: E402
-
-_dynamo.register()
+# torch.compile(backend="tpu") finds torchtpu._dynamo through the torch_dynamo_backends entry
+# point, so `import torchtpu` does not pay for importing Dynamo.
 
 from .device import device_count, is_available  # noqa: E402
 
