@@ -4,7 +4,7 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 bash scripts/setup_env.sh
-export TORCHTPU_TEST_PLUGIN="$(.venv/bin/python -c 'import torchtpu._plugin as p; print(p._find_cpu())')"
+export TORCHTPU_TEST_PLUGIN="$(.venv/bin/python -c 'import os, xla_plugins.xla_cpu_pjrt as m; print(os.path.join(os.path.dirname(m.__file__), "xla_cpu_pjrt.so"))')"
 echo "== C++ unit tests"
 build/test_pjrt --gtest_brief=1
 build/test_stablehlo --gtest_brief=1

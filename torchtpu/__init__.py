@@ -6,9 +6,17 @@
 
 from __future__ import annotations
 
-import torch
 
-from . import _C
+def _autoload() -> None:
+    """The `torch.backends` entry point: `import torch` imports torchtpu. Defined before
+    `import torch` below, because importing torchtpu first makes torch call it while this
+    module is still initializing. Never raises; a missing plugin only makes
+    torch.tpu.is_available() False."""
+
+
+import torch  # noqa: E402
+
+from . import _C  # noqa: E402
 from ._plugin import find_plugin
 from .metrics import metrics, metrics_report, reset_metrics
 
@@ -39,7 +47,3 @@ _register()
 
 from .device import device_count, is_available  # noqa: E402
 
-
-def _autoload() -> None:
-    """The `torch.backends` entry point: `import torch` imports torchtpu. Never raises, so a
-    broken install cannot break `import torch`; torch.tpu.is_available() then says False."""
