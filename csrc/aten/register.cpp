@@ -31,6 +31,9 @@ void register_lowered_kernels() {
       if (name.name.rfind("aten::", 0) != 0) continue;
       auto op = dispatcher.findOp(name);
       if (!op || op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) continue;
+      // Composite-implicit ops decompose above the backend, and that is how they get their
+      // gradients: a backend kernel would cut autograd off (true_divide lost its gradient).
+      if (op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd)) continue;
       if (!plan_for(*op).lowering) continue;
       std::string n = name.name.substr(6);
       if (!name.overload_name.empty()) n += "." + name.overload_name;
