@@ -139,7 +139,9 @@ class _GraphLowering:
                 base = self.env[n.args[0]]
                 if base[0] != "multi":
                     raise _Unsupported("getitem on a single tensor")
-                self.env[n] = ("node", base[1], n.args[1])
+                # Outputs that are None (an output_mask left them out) take no slot.
+                slot = base[2][n.args[1]]
+                self.env[n] = ("none",) if slot is None else ("node", base[1], slot)
                 continue
             val = self.val(n)
             if self.concrete is not None and isinstance(val, (int, float, bool)):
@@ -156,12 +158,23 @@ class _GraphLowering:
             except NotImplementedError as e:
                 raise _Unsupported(str(e).split("\n")[0]) from None
             single = len(schema.returns) == 1 and str(schema.returns[0].type) == "Tensor"
-            self.env[n] = ("node", idx, 0) if single else ("multi", idx)
+            if single:
+                self.env[n] = ("node", idx, 0)
+            else:
+                # Schema position -> flat output slot, skipping None results.
+                slots, k = [], 0
+                for v in (val if isinstance(val, (list, tuple)) else [val]):
+                    if v is None:
+                        slots.append(None)
+                    else:
+                        slots.append(k)
+                        k += len(_flatten_vals(v))
+                self.env[n] = ("multi", idx, slots)
         if not isinstance(outputs, (list, tuple)):
             outputs = [outputs]
         encoded = []
         for o in outputs:
-            if o is None:
+            if o is None or (isinstance(o, torch.fx.Node) and self.env[o][0] == "none"):
                 encoded.append(("none",))
             elif isinstance(o, torch.fx.Node) and self.env[o][0] in ("in", "node"):
                 encoded.append(self.env[o])

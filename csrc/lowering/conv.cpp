@@ -7,10 +7,14 @@
 //   - grad_weight = convolution of input and grad_output with batch and feature roles swapped
 //     (batch_group_count carries the groups), as XLA's own autodiff does it.
 // Half-precision inputs accumulate in f32 (the convolution's result type) and round once.
+#include <ATen/ATen.h>
 #include <c10/util/Exception.h>
+#include <torch/library.h>
 
+#include <optional>
 #include <string>
 
+#include "aten/executor.h"
 #include "lowering/lowering.h"
 
 namespace torchtpu::lowering {
@@ -49,10 +53,11 @@ struct ConvSpec {
 };
 
 // out[d] = (lhs_dilated[d] + pad_lo + pad_hi - rhs_dilated[d]) / stride + 1 per spatial dim.
+// Half-precision operands give an f32 result (the accumulator); callers round it once.
 Value conv(FunctionBuilder& b, Value lhs, Value rhs, const ConvSpec& s,
-           const std::vector<int64_t>& out_shape, ElementType out_dtype) {
+           const std::vector<int64_t>& out_shape, ElementType dtype) {
   size_t nd = s.window_strides.size();
-  ElementType acc = is_half(out_dtype) ? ElementType::kF32 : out_dtype;
+  ElementType acc = is_half(dtype) ? ElementType::kF32 : dtype;
   std::string attrs = "batch_group_count = " + std::to_string(s.batch_group_count) +
                       " : i64, dimension_numbers = #stablehlo.conv<" +
                       dims_spec(s.lhs_b, s.lhs_f, nd) + "x" + dims_spec(s.rhs_o, s.rhs_i, nd) +
@@ -63,7 +68,7 @@ Value conv(FunctionBuilder& b, Value lhs, Value rhs, const ConvSpec& s,
                       ", rhs_dilation = " + shlo::i64_array(s.rhs_dilation) +
                       ", window_strides = " + shlo::i64_array(s.window_strides);
   Value r = b.op("stablehlo.convolution", {lhs, rhs}, TensorType(acc, out_shape), attrs);
-  return b.convert(r, out_dtype);
+  return r;
 }
 
 std::vector<int64_t> ones(size_t n) { return std::vector<int64_t>(n, 1); }
@@ -189,17 +194,11 @@ std::vector<int64_t> batched_shape(std::vector<int64_t> shape, const Value& w) {
   return shape;
 }
 
-void check_float(const LoweringContext& ctx, const Value& x) {
-  TORCH_CHECK(shlo::is_float(x.dtype()), "torchtpu lowering: ", ctx.schema().name(),
-              ": only floating point inputs are supported, got ", shlo::mlir_name(x.dtype()));
-}
-
 std::vector<Value> lower_convolution(LoweringContext& ctx) {
   FunctionBuilder& b = ctx.b;
   const TensorType& out = ctx.out_type();
   Value w = ctx.tensor(1);
   Value x = batched(b, ctx.tensor(0), w);
-  check_float(ctx, x);
   TORCH_CHECK(w.rank() >= 3, "torchtpu lowering: convolution: weight must have 3 to 5 dims");
   size_t nd = static_cast<size_t>(w.rank() - 2);
   Params p = read_params(ctx, nd);
@@ -214,16 +213,39 @@ std::vector<Value> lower_convolution(LoweringContext& ctx) {
   } else {
     y = conv_forward(b, x, w_c, p, out_shape, out.dtype);
   }
+  // The bias joins the f32 accumulator of half types, so the result rounds once.
   size_t bi = ctx.index_of("bias");
   if (!ctx.is_none(bi)) {
-    Value bias = b.convert(ctx.tensor(bi), out.dtype);
+    Value bias = b.convert(ctx.tensor(bi), y.dtype());
     y = b.add(y, b.broadcast_in_dim(bias, out_shape, {1}));
   }
-  return {b.reshape(y, out.shape)};
+  return {coerce(b, b.reshape(y, out.shape), out)};
 }
 
 Value zeros(FunctionBuilder& b, const TensorType& t) {
   return b.broadcast_to(b.constant(0, TensorType(t.dtype, {})), t.shape);
+}
+
+// The results of an op whose output_mask leaves some outputs out. Eager kernels type every
+// output (unrequested ones get zeros); compiled graphs carry types for the requested ones only,
+// in order.
+std::vector<Value> masked_results(LoweringContext& ctx,
+                                  const std::vector<std::optional<Value>>& values) {
+  FunctionBuilder& b = ctx.b;
+  const std::vector<TensorType>& outs = ctx.out_types();
+  bool all = outs.size() == values.size();
+  std::vector<Value> r;
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (all && !values[i]) r.push_back(zeros(b, outs[i]));
+    if (!values[i]) continue;
+    TORCH_CHECK(r.size() < outs.size(), "torchtpu lowering: ", ctx.schema().name(),
+                ": more requested outputs than output types");
+    const TensorType& t = outs[r.size()];
+    Value v = *values[i];
+    if (v.type.numel() == t.numel()) v = b.reshape(v, t.shape);
+    r.push_back(coerce(b, v, t));
+  }
+  return r;
 }
 
 // convolution_backward(grad_output, input, weight, bias_sizes, stride, padding, dilation,
@@ -233,49 +255,77 @@ std::vector<Value> lower_convolution_backward(LoweringContext& ctx) {
   Value w = ctx.tensor(2);
   Value dy = batched(b, ctx.tensor(0), w);
   Value x = batched(b, ctx.tensor(1), w);
-  check_float(ctx, x);
   size_t nd = static_cast<size_t>(w.rank() - 2);
   Params p = read_params(ctx, nd);
   bool transposed = ctx.bool_arg(ctx.index_of("transposed"));
   c10::List<bool> mask = ctx.arg(ctx.index_of("output_mask")).ivalue.toBoolList();
-  std::vector<Value> results;
-  const std::vector<TensorType>& outs = ctx.out_types();
   bool empty = dy.type.numel() == 0 || x.type.numel() == 0;
-  dy = b.convert(dy, x.dtype());
-  Value wc = b.convert(w, x.dtype());
-  // grad_input
-  if (mask.get(0) && !empty) {
-    std::vector<int64_t> shape = x.shape();
-    Value gi = transposed ? conv_forward(b, dy, wc, p, shape, outs[0].dtype)
-                          : conv_transposed(b, dy, wc, p, shape, outs[0].dtype);
-    results.push_back(b.reshape(gi, outs[0].shape));
-  } else {
-    results.push_back(zeros(b, outs[0]));
+  ElementType dt = x.dtype();
+  dy = b.convert(dy, dt);
+  Value wc = b.convert(w, dt);
+  std::vector<std::optional<Value>> r(3);
+  if (mask.get(0)) {
+    r[0] = empty        ? zeros(b, x.type)
+           : transposed ? conv_forward(b, dy, wc, p, x.shape(), dt)
+                        : conv_transposed(b, dy, wc, p, x.shape(), dt);
   }
   // grad_weight: for a transposed convolution the roles of input and grad_output swap.
-  if (mask.get(1) && !empty) {
-    Value gw = transposed ? conv_weight_grad(b, dy, x, p, w.shape(), outs[1].dtype)
-                          : conv_weight_grad(b, x, dy, p, w.shape(), outs[1].dtype);
-    results.push_back(gw);
-  } else {
-    results.push_back(zeros(b, outs[1]));
+  if (mask.get(1)) {
+    r[1] = empty        ? zeros(b, w.type.with_dtype(dt))
+           : transposed ? conv_weight_grad(b, dy, x, p, w.shape(), dt)
+                        : conv_weight_grad(b, x, dy, p, w.shape(), dt);
   }
   // grad_bias: sum over everything but the channel dim.
-  if (mask.get(2) && outs.size() > 2 && outs[2].numel() > 0) {
+  if (mask.get(2)) {
     std::vector<int64_t> dims{0};
     for (int64_t d = 2; d < dy.rank(); ++d) dims.push_back(d);
-    ElementType acc = is_half(dy.dtype()) ? ElementType::kF32 : dy.dtype();
-    Value s = b.reduce_simple(b.convert(dy, acc), b.constant(0, TensorType(acc, {})), dims,
-                              "stablehlo.add");
-    results.push_back(coerce(b, s, outs[2]));
-  } else if (outs.size() > 2) {
-    results.push_back(zeros(b, outs[2]));
+    ElementType acc = is_half(dt) ? ElementType::kF32 : dt;
+    r[2] = b.reduce_simple(b.convert(dy, acc), b.constant(0, TensorType(acc, {})), dims,
+                           "stablehlo.add");
   }
-  return results;
+  return masked_results(ctx, r);
 }
 
 TORCHTPU_LOWERING("aten::convolution", lower_convolution);
 TORCHTPU_LOWERING("aten::convolution_backward", lower_convolution_backward);
+
+}  // namespace
+}  // namespace torchtpu::lowering
+
+// ---- eager glue ----
+// convolution_backward returns None for the gradients output_mask leaves out, which the eager
+// kernel cannot type yet: this tpu kernel asks the lowering for every gradient (filling
+// bias_sizes when there is no bias) and drops the unrequested ones.
+namespace torchtpu::lowering {
+namespace {
+
+void convolution_backward_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const auto& schema = op.schema();
+  torch::jit::Stack& s = *stack;
+  const size_t first = s.size() - schema.arguments().size();
+  const size_t mi = first + 10;
+  std::vector<bool> want;
+  for (bool m : s[mi].toBoolList()) want.push_back(m);
+  s[mi] = c10::IValue(c10::List<bool>({true, true, true}));
+  if (!want[2]) {
+    // Without a bias, autograd passes no (or empty) bias_sizes; the meta kernel sizes
+    // grad_bias from them.
+    const at::Tensor& w = s[first + 2].toTensor();
+    bool transposed = s[first + 7].toBool();
+    int64_t out_channels = transposed ? w.size(1) * s[first + 9].toInt() : w.size(0);
+    s[first + 3] = c10::IValue(std::vector<int64_t>{out_channels});
+  }
+  aten::tpu_boxed_kernel(op, stack);
+  const size_t ret = s.size() - schema.returns().size();
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (!want[i]) s[ret + i] = c10::IValue(at::Tensor());
+  }
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("convolution_backward",
+         torch::CppFunction::makeFromBoxedFunction<&convolution_backward_kernel>());
+}
 
 }  // namespace
 }  // namespace torchtpu::lowering

@@ -36,6 +36,13 @@ int64_t product(const std::vector<int64_t>& v) {
   return n;
 }
 
+// The CPU kernels dispatch on a fixed dtype list; other dtypes are refused the same way.
+void require_dtype(const LoweringContext& ctx, const Value& x, bool ok) {
+  std::string name = ctx.schema().name();
+  TORCH_CHECK(ok, "\"", name.substr(name.find("::") + 2), "\" not implemented for '",
+              c10::toString(to_scalar_type(x.dtype())), "'");
+}
+
 Value zeros(FunctionBuilder& b, const TensorType& t) {
   return b.broadcast_to(b.constant(0, TensorType(t.dtype, {})), t.shape);
 }
@@ -104,9 +111,9 @@ Window window_of(const LoweringContext& ctx, const Value& x, const std::vector<i
   w.k = expand(ctx.int_list(ctx.index_of("kernel_size")), nd, {});
   w.s = expand(ctx.int_list(ctx.index_of("stride")), nd, w.k);
   w.p = expand(ctx.int_list(ctx.index_of("padding")), nd, std::vector<int64_t>(nd, 0));
-  w.d = has_dilation ? expand(ctx.int_list(ctx.index_of("dilation")), nd,
-                              std::vector<int64_t>(nd, 1))
-                     : std::vector<int64_t>(nd, 1);
+  w.d = has_dilation
+            ? expand(ctx.int_list(ctx.index_of("dilation")), nd, std::vector<int64_t>(nd, 1))
+            : std::vector<int64_t>(nd, 1);
   TORCH_CHECK(w.k.size() == nd && w.s.size() == nd && w.p.size() == nd && w.d.size() == nd,
               "torchtpu lowering: ", ctx.schema().name(), ": window parameters must have ", nd,
               " entries");
@@ -194,13 +201,14 @@ std::vector<Value> max_pool_impl(LoweringContext& ctx, const Value& x, const Win
   }
   Value idx = plane_index(b, x.type, w);
   Value xp = pad_spatial(b, x, w, lowest(b, x.dtype()));
-  Value ip = pad_spatial(b, idx, w,
-                         b.constant_int(std::numeric_limits<int64_t>::max(),
-                                        TensorType(ElementType::kS64, {})));
+  Value ip = pad_spatial(
+      b, idx, w,
+      b.constant_int(std::numeric_limits<int64_t>::max(), TensorType(ElementType::kS64, {})));
   bool fp = shlo::is_float(x.dtype());
   std::vector<Value> r = reduce_window(
-      b, {xp, ip}, {lowest(b, x.dtype()), b.constant_int(std::numeric_limits<int64_t>::max(),
-                                                         TensorType(ElementType::kS64, {}))},
+      b, {xp, ip},
+      {lowest(b, x.dtype()),
+       b.constant_int(std::numeric_limits<int64_t>::max(), TensorType(ElementType::kS64, {}))},
       full(w, w.k, 1), full(w, w.s, 1), full(w, w.d, 1),
       [fp](FunctionBuilder& rb, const std::vector<Value>& a) { return max_with_index(rb, a, fp); });
   return {coerce(b, r[0], out), coerce(b, r[1], ctx.out_type(1))};
@@ -209,6 +217,7 @@ std::vector<Value> max_pool_impl(LoweringContext& ctx, const Value& x, const Win
 LoweringFn max_pool(size_t nd) {
   return [nd](LoweringContext& ctx) -> std::vector<Value> {
     Value x = ctx.tensor(0);
+    require_dtype(ctx, x, x.dtype() != ElementType::kPred);
     Window w = window_of(ctx, x, ctx.out_type(0).shape, nd, true);
     return max_pool_impl(ctx, x, w);
   };
@@ -232,15 +241,15 @@ Value scatter_planes(FunctionBuilder& b, Value grad, Value indices, const Tensor
   Value updates = b.reshape(b.convert(grad, acc), {planes * m});
   Value base = zeros(b, TensorType(acc, {planes, plane_size}));
   TensorType scalar(acc, {});
-  Value r = b.op_multi(
-      "stablehlo.scatter", {base, coords, updates}, {base.type},
-      "indices_are_sorted = false, scatter_dimension_numbers = #stablehlo.scatter<"
-      "inserted_window_dims = [0, 1], scatter_dims_to_operand_dims = [0, 1], "
-      "index_vector_dim = 1>, unique_indices = false",
-      {{{scalar, scalar},
-        [](FunctionBuilder& rb, const std::vector<Value>& a) -> std::vector<Value> {
-          return {rb.add(a[0], a[1])};
-        }}})[0];
+  Value r =
+      b.op_multi("stablehlo.scatter", {base, coords, updates}, {base.type},
+                 "indices_are_sorted = false, scatter_dimension_numbers = #stablehlo.scatter<"
+                 "inserted_window_dims = [0, 1], scatter_dims_to_operand_dims = [0, 1], "
+                 "index_vector_dim = 1>, unique_indices = false",
+                 {{{scalar, scalar},
+                   [](FunctionBuilder& rb, const std::vector<Value>& a) -> std::vector<Value> {
+                     return {rb.add(a[0], a[1])};
+                   }}})[0];
   return b.convert(b.reshape(r, in_type.shape), in_type.dtype);
 }
 
@@ -253,8 +262,8 @@ LoweringFn max_pool_backward(size_t nd) {
     Value indices = ctx.tensor(ctx.index_of("indices"));
     const TensorType& out = ctx.out_type();
     size_t lead = static_cast<size_t>(x.rank()) - nd;
-    return {coerce(ctx.b, scatter_planes(ctx.b, grad, indices, out.with_dtype(x.dtype()), lead),
-                   out)};
+    return {
+        coerce(ctx.b, scatter_planes(ctx.b, grad, indices, out.with_dtype(x.dtype()), lead), out)};
   };
 }
 
@@ -398,6 +407,7 @@ LoweringFn adaptive_avg_pool(size_t nd, bool backward) {
     Value x = ctx.tensor(0);  // forward: self; backward: grad_output
     const TensorType& in_t = backward ? ctx.tensor(1).type : x.type;
     const TensorType& out_t = backward ? x.type : out;
+    require_dtype(ctx, x, shlo::is_float(x.dtype()));
     if (out.numel() == 0 || x.type.numel() == 0) return {zeros(b, out)};
     ElementType acc = acc_type(x.dtype());
     Value v = b.convert(x, acc);
@@ -419,6 +429,7 @@ std::vector<Value> lower_adaptive_max_pool(LoweringContext& ctx, size_t nd) {
   FunctionBuilder& b = ctx.b;
   Value x = ctx.tensor(0);
   const TensorType& out = ctx.out_type(0);
+  require_dtype(ctx, x, shlo::is_float(x.dtype()));
   if (out.numel() == 0 || x.type.numel() == 0) {
     return {zeros(b, out), zeros(b, ctx.out_type(1))};
   }
@@ -459,8 +470,8 @@ std::vector<Value> lower_adaptive_max_pool(LoweringContext& ctx, size_t nd) {
       }
       std::string dn = "dimension_numbers = #stablehlo.gather<" +
                        (od.empty() ? std::string() : "offset_dims = [" + od + "], ") +
-                       "collapsed_slice_dims = [" + std::to_string(dim) +
-                       "], start_index_map = [" + std::to_string(dim) +
+                       "collapsed_slice_dims = [" + std::to_string(dim) + "], start_index_map = [" +
+                       std::to_string(dim) +
                        "], index_vector_dim = 2>, indices_are_sorted = false, slice_sizes = " +
                        shlo::i64_array(slice);
       return b.op("stablehlo.gather", {v, pos}, v.type.with_shape(shape), dn);
@@ -487,8 +498,8 @@ std::vector<Value> lower_adaptive_max_pool_backward(LoweringContext& ctx, size_t
   Value indices = ctx.tensor(2);
   const TensorType& out = ctx.out_type();
   size_t lead = static_cast<size_t>(x.rank()) - nd;
-  return {coerce(ctx.b, scatter_planes(ctx.b, grad, indices, out.with_dtype(x.dtype()), lead),
-                 out)};
+  return {
+      coerce(ctx.b, scatter_planes(ctx.b, grad, indices, out.with_dtype(x.dtype()), lead), out)};
 }
 
 TORCHTPU_LOWERING("aten::max_pool2d_with_indices", max_pool(2));
@@ -503,18 +514,14 @@ TORCHTPU_LOWERING("aten::_adaptive_avg_pool2d", adaptive_avg_pool(2, false));
 TORCHTPU_LOWERING("aten::_adaptive_avg_pool3d", adaptive_avg_pool(3, false));
 TORCHTPU_LOWERING("aten::_adaptive_avg_pool2d_backward", adaptive_avg_pool(2, true));
 TORCHTPU_LOWERING("aten::_adaptive_avg_pool3d_backward", adaptive_avg_pool(3, true));
-TORCHTPU_LOWERING("aten::adaptive_max_pool2d", [](LoweringContext& ctx) {
-  return lower_adaptive_max_pool(ctx, 2);
-});
-TORCHTPU_LOWERING("aten::adaptive_max_pool3d", [](LoweringContext& ctx) {
-  return lower_adaptive_max_pool(ctx, 3);
-});
-TORCHTPU_LOWERING("aten::adaptive_max_pool2d_backward", [](LoweringContext& ctx) {
-  return lower_adaptive_max_pool_backward(ctx, 2);
-});
-TORCHTPU_LOWERING("aten::adaptive_max_pool3d_backward", [](LoweringContext& ctx) {
-  return lower_adaptive_max_pool_backward(ctx, 3);
-});
+TORCHTPU_LOWERING("aten::adaptive_max_pool2d",
+                  [](LoweringContext& ctx) { return lower_adaptive_max_pool(ctx, 2); });
+TORCHTPU_LOWERING("aten::adaptive_max_pool3d",
+                  [](LoweringContext& ctx) { return lower_adaptive_max_pool(ctx, 3); });
+TORCHTPU_LOWERING("aten::adaptive_max_pool2d_backward",
+                  [](LoweringContext& ctx) { return lower_adaptive_max_pool_backward(ctx, 2); });
+TORCHTPU_LOWERING("aten::adaptive_max_pool3d_backward",
+                  [](LoweringContext& ctx) { return lower_adaptive_max_pool_backward(ctx, 3); });
 
 }  // namespace
 }  // namespace torchtpu::lowering

@@ -10,32 +10,24 @@
 #include <limits>
 
 #include "lowering/lowering.h"
+#include "lowering/random_bits.h"
 
 namespace torchtpu::lowering {
 namespace {
 
 using shlo::CompareDirection;
 
-const TensorType kState(ElementType::kU64, {2});
-
-std::pair<Value, Value> rng(FunctionBuilder& b, Value state, const TensorType& bits) {
-  std::vector<Value> r = b.op_multi("stablehlo.rng_bit_generator", {state}, {kState, bits},
-                                    "rng_algorithm = #stablehlo<rng_algorithm THREE_FRY>");
-  return {r[0], r[1]};
+// The op's Generator argument: its (seed, offset) state as a runtime value.
+Value generator_state(const LoweringContext& ctx) {
+  const LArg& g = ctx.arg(ctx.index_of("generator"));
+  TORCH_CHECK(g.kind == LArg::Kind::kGenerator, "torchtpu lowering: ", ctx.schema().name(),
+              ": the generator state did not arrive as a runtime value");
+  return g.value;
 }
 
 // `shape` random bits of `bits` type (ui32 or ui64) drawn from the op's generator.
 Value random_bits(LoweringContext& ctx, const std::vector<int64_t>& shape, ElementType bits) {
-  size_t gi = ctx.index_of("generator");
-  const LArg& g = ctx.arg(gi);
-  TORCH_CHECK(g.kind == LArg::Kind::kGenerator, "torchtpu lowering: ", ctx.schema().name(),
-              ": the generator state did not arrive as a runtime value");
-  // ThreeFry uses the state as (key, counter) and counts up from the counter, so states whose
-  // offsets differ by less than the draw size would yield overlapping, shifted streams. One
-  // extra block hashes (seed, offset) into a fresh (key, counter) pair, which decorrelates
-  // consecutive offsets whatever step the runtime advances them by.
-  Value state = rng(ctx.b, g.value, kState).second;
-  return rng(ctx.b, state, TensorType(bits, shape)).second;
+  return random_bits_from_state(ctx.b, generator_state(ctx), shape, bits);
 }
 
 int digits(ElementType t) {
@@ -59,15 +51,7 @@ ElementType sample_type(ElementType out) {
 // Uniform [0, 1) in `ct` from the low `digits` bits, as at::uniform_real_distribution does, so
 // that the value is exact in the result dtype and never rounds up to 1.
 Value uniform01(LoweringContext& ctx, const std::vector<int64_t>& shape, ElementType ct, int d) {
-  FunctionBuilder& b = ctx.b;
-  ElementType bt = d > 32 ? ElementType::kU64 : ElementType::kU32;
-  Value bits = random_bits(ctx, shape, bt);
-  TensorType bits_t(bt, shape);
-  uint64_t mask = (uint64_t{1} << d) - 1;
-  Value masked =
-      b.binary("stablehlo.and", bits, b.constant_int(static_cast<int64_t>(mask), bits_t));
-  Value x = b.convert(masked, ct);
-  return b.mul(x, b.constant(std::ldexp(1.0, -d), TensorType(ct, shape)));
+  return uniform01_from_state(ctx.b, generator_state(ctx), shape, ct, d);
 }
 
 Value uniform01_for(LoweringContext& ctx, const TensorType& out) {

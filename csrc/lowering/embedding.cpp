@@ -1,0 +1,320 @@
+// Embedding lookup (a row gather) and its dense gradient (a row scatter-add), with
+// padding_idx rows left without gradient and scale_grad_by_freq dividing each row's gradient
+// by how often its index occurs in the batch; embedding_bag (sum / mean / max over bags of
+// indices) and its gradients.
+#include <c10/util/Exception.h>
+
+#include <limits>
+#include <string>
+
+#include "lowering/lowering.h"
+
+namespace torchtpu::lowering {
+namespace {
+
+bool is_half(ElementType t) { return t == ElementType::kBF16 || t == ElementType::kF16; }
+
+Value zeros(FunctionBuilder& b, const TensorType& t) {
+  return b.broadcast_to(b.constant(0, TensorType(t.dtype, {})), t.shape);
+}
+
+// Row-wise scatter-add of `updates` (n, D) into `base` (V, D) at `rows` (n, 1).
+Value scatter_rows(FunctionBuilder& b, Value base, Value rows, Value updates) {
+  TensorType s(base.dtype(), {});
+  bool row_vectors = base.rank() == 2;
+  std::string dn =
+      std::string("indices_are_sorted = false, scatter_dimension_numbers = #stablehlo.scatter<") +
+      (row_vectors ? "update_window_dims = [1], " : "") +
+      "inserted_window_dims = [0], scatter_dims_to_operand_dims = [0], index_vector_dim = 1>, "
+      "unique_indices = false";
+  return b.op_multi(
+      "stablehlo.scatter", {base, rows, updates}, {base.type}, dn,
+      {{{s, s}, [](FunctionBuilder& rb, const std::vector<Value>& a) -> std::vector<Value> {
+          return {rb.add(a[0], a[1])};
+        }}})[0];
+}
+
+// embedding(weight, indices, padding_idx, scale_grad_by_freq, sparse)
+std::vector<Value> lower_embedding(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  const TensorType& out = ctx.out_type();
+  Value weight = ctx.tensor(0);
+  Value indices = ctx.tensor(1);
+  TORCH_CHECK(weight.rank() == 2, "'weight' must be 2-D");
+  if (out.numel() == 0) return {zeros(b, out)};
+  int64_t d = weight.shape()[1];
+  std::vector<int64_t> ishape = indices.shape();
+  ishape.push_back(1);
+  Value idx = b.reshape(b.convert(indices, ElementType::kS64), ishape);
+  std::vector<int64_t> shape = indices.shape();
+  shape.push_back(d);
+  std::string dn = "dimension_numbers = #stablehlo.gather<offset_dims = [" +
+                   std::to_string(indices.rank()) +
+                   "], collapsed_slice_dims = [0], start_index_map = [0], index_vector_dim = " +
+                   std::to_string(indices.rank()) +
+                   ">, indices_are_sorted = false, slice_sizes = " + shlo::i64_array({1, d});
+  return {
+      coerce(b, b.op("stablehlo.gather", {weight, idx}, weight.type.with_shape(shape), dn), out)};
+}
+
+// embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq)
+std::vector<Value> lower_embedding_dense_backward(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  const TensorType& out = ctx.out_type();
+  Value grad = ctx.tensor(0);
+  Value indices = ctx.tensor(1);
+  int64_t v = ctx.int_arg(2);
+  int64_t padding_idx = ctx.int_arg(3);
+  bool scale = ctx.bool_arg(4);
+  int64_t n = indices.type.numel();
+  if (n == 0 || out.numel() == 0) return {zeros(b, out)};
+  int64_t d = out.shape.at(1);
+  // Half gradients accumulate in f32 and round once.
+  ElementType acc = is_half(out.dtype) ? ElementType::kF32 : out.dtype;
+  Value idx = b.reshape(b.convert(indices, ElementType::kS64), {n});
+  Value g = b.reshape(b.convert(grad, acc), {n, d});
+  TensorType idx_t(ElementType::kS64, {n});
+  // padding_idx rows get no gradient: their updates become zeros.
+  if (padding_idx >= 0) {
+    Value keep = b.compare(idx, b.constant_int(padding_idx, idx_t), shlo::CompareDirection::kNE);
+    g = b.select(b.broadcast_in_dim(keep, {n, d}, {0}), g, zeros(b, g.type));
+  }
+  Value rows = b.reshape(idx, {n, 1});
+  Value r = scatter_rows(b, zeros(b, TensorType(acc, {v, d})), rows, g);
+  if (scale) {
+    Value counts = scatter_rows(b, zeros(b, TensorType(acc, {v})), rows,
+                                b.broadcast_to(b.constant(1, TensorType(acc, {})), {n}));
+    Value one = b.constant(1, counts.type);
+    Value safe = b.select(b.compare(counts, zeros(b, counts.type), shlo::CompareDirection::kGT),
+                          counts, one);
+    r = b.div(r, b.broadcast_in_dim(safe, {v, d}, {0}));
+  }
+  return {coerce(b, r, out)};
+}
+
+// ---- embedding_bag ----
+// Bags are runs of `indices` starting at each offset. Every index's bag id comes from
+// comparing its position with the offsets (recomputed in the backward from offsets, so the
+// backward never depends on how the forward filled its auxiliary outputs).
+
+enum BagMode { kSum = 0, kMean = 1, kMax = 2 };
+
+struct Bags {
+  Value bag;    // (n,) s64 bag id of every index
+  Value valid;  // (n,) pred: not padding_idx
+  Value size;   // (B,) s64 number of valid indices per bag
+  int64_t n = 0, count = 0;
+};
+
+Bags bags_of(FunctionBuilder& b, Value indices, Value offsets, int64_t count, int64_t padding_idx) {
+  Bags r;
+  r.n = indices.type.numel();
+  r.count = count;
+  TensorType grid(ElementType::kS64, {r.n, count});
+  Value pos = b.iota(grid, 0);
+  Value off = b.slice(b.convert(b.reshape(offsets, {offsets.type.numel()}), ElementType::kS64), {0},
+                      {count}, {1});
+  Value started = b.convert(
+      b.compare(b.broadcast_in_dim(off, {r.n, count}, {1}), pos, shlo::CompareDirection::kLE),
+      ElementType::kS64);
+  Value zero = b.constant_int(0, TensorType(ElementType::kS64, {}));
+  Value bag = b.reduce_simple(started, zero, {1}, "stablehlo.add");
+  r.bag = b.max(b.sub(bag, b.constant_int(1, bag.type)), b.constant_int(0, bag.type));
+  Value idx = b.reshape(b.convert(indices, ElementType::kS64), {r.n});
+  r.valid = padding_idx >= 0
+                ? b.compare(idx, b.constant_int(padding_idx, idx.type), shlo::CompareDirection::kNE)
+                : b.broadcast_to(b.constant(1, TensorType(ElementType::kPred, {})), {r.n});
+  Value member = b.binary("stablehlo.and",
+                          b.compare(b.broadcast_in_dim(r.bag, {r.n, count}, {0}), b.iota(grid, 1),
+                                    shlo::CompareDirection::kEQ),
+                          b.broadcast_in_dim(r.valid, {r.n, count}, {0}));
+  r.size = b.reduce_simple(b.convert(member, ElementType::kS64), zero, {0}, "stablehlo.add");
+  return r;
+}
+
+Value gather_rows(FunctionBuilder& b, Value table, Value rows) {
+  int64_t n = rows.type.numel();
+  std::vector<int64_t> shape{n};
+  std::string dn;
+  std::vector<int64_t> slice{1};
+  if (table.rank() == 2) {
+    shape.push_back(table.shape()[1]);
+    slice.push_back(table.shape()[1]);
+    dn = "offset_dims = [1], ";
+  }
+  return b.op("stablehlo.gather", {table, b.reshape(rows, {n, 1})}, table.type.with_shape(shape),
+              "dimension_numbers = #stablehlo.gather<" + dn +
+                  "collapsed_slice_dims = [0], start_index_map = [0], index_vector_dim = 1>, "
+                  "indices_are_sorted = false, slice_sizes = " +
+                  shlo::i64_array(slice));
+}
+
+// _embedding_bag(weight, indices, offsets, scale_grad_by_freq, mode, sparse,
+//                per_sample_weights, include_last_offset, padding_idx)
+//   -> (output, offset2bag, bag_size, max_indices)
+std::vector<Value> lower_embedding_bag(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  Value weight = ctx.tensor(0);
+  Value indices = ctx.tensor(1);
+  Value offsets = ctx.tensor(2);
+  int64_t mode = ctx.int_arg(4);
+  bool has_psw = !ctx.is_none(6);
+  int64_t padding_idx = ctx.int_arg(8);
+  const TensorType& out = ctx.out_type(0);
+  int64_t count = out.shape.at(0), d = out.shape.at(1);
+  TORCH_CHECK(indices.rank() == 1, "torchtpu lowering: _embedding_bag: expected 1-D indices");
+  ElementType acc = is_half(weight.dtype()) ? ElementType::kF32 : weight.dtype();
+  Bags bags = bags_of(b, indices, offsets, count, padding_idx);
+  int64_t n = bags.n;
+  Value idx = b.reshape(b.convert(indices, ElementType::kS64), {n});
+  Value rows =
+      n > 0 ? b.convert(gather_rows(b, weight, idx), acc) : zeros(b, TensorType(acc, {0, d}));
+  if (has_psw) {
+    rows = b.mul(rows, b.broadcast_in_dim(b.convert(ctx.tensor(6), acc), {n, d}, {0}));
+  }
+  Value valid2 = b.broadcast_in_dim(bags.valid, {n, d}, {0});
+  Value result, max_idx;
+  if (mode == kMax) {
+    // Dense (bag, index) membership; the winner is the larger value, then the earlier index.
+    Value member = b.binary("stablehlo.and",
+                            b.compare(b.broadcast_in_dim(bags.bag, {count, n}, {1}),
+                                      b.iota(TensorType(ElementType::kS64, {count, n}), 0),
+                                      shlo::CompareDirection::kEQ),
+                            b.broadcast_in_dim(bags.valid, {count, n}, {1}));
+    Value m3 = b.broadcast_in_dim(member, {count, n, d}, {0, 1});
+    Value neg_inf = b.constant(-std::numeric_limits<double>::infinity(), TensorType(acc, {}));
+    Value vals = b.select(m3, b.broadcast_in_dim(rows, {count, n, d}, {1, 2}),
+                          b.broadcast_to(neg_inf, {count, n, d}));
+    Value pos = b.iota(TensorType(ElementType::kS64, {count, n, d}), 1);
+    Value big =
+        b.constant_int(std::numeric_limits<int64_t>::max(), TensorType(ElementType::kS64, {}));
+    std::vector<Value> r =
+        b.reduce({vals, pos}, {neg_inf, big}, {1},
+                 [](FunctionBuilder& rb, const std::vector<Value>& a) -> std::vector<Value> {
+                   Value better = rb.compare(a[0], a[2], shlo::CompareDirection::kGT);
+                   Value tie = rb.binary("stablehlo.and",
+                                         rb.compare(a[0], a[2], shlo::CompareDirection::kEQ),
+                                         rb.compare(a[1], a[3], shlo::CompareDirection::kLT));
+                   Value pick = rb.binary("stablehlo.or", better, tie);
+                   return {rb.select(pick, a[0], a[2]), rb.select(pick, a[1], a[3])};
+                 });
+    Value nonempty = b.broadcast_in_dim(
+        b.compare(bags.size, b.constant_int(0, bags.size.type), shlo::CompareDirection::kGT),
+        {count, d}, {0});
+    result = b.select(nonempty, r[0], zeros(b, r[0].type));
+    // The winning position's weight row; -1 for empty bags.
+    Value safe_pos = b.select(nonempty, r[1], zeros(b, r[1].type));
+    Value winner = gather_rows(b, idx, b.reshape(safe_pos, {count * d}));
+    max_idx = b.select(nonempty, b.reshape(winner, {count, d}),
+                       b.constant_int(-1, TensorType(ElementType::kS64, {count, d})));
+  } else {
+    rows = b.select(valid2, rows, zeros(b, rows.type));
+    result =
+        scatter_rows(b, zeros(b, TensorType(acc, {count, d})), b.reshape(bags.bag, {n, 1}), rows);
+    if (mode == kMean) {
+      Value size = b.convert(b.max(bags.size, b.constant_int(1, bags.size.type)), acc);
+      result = b.div(result, b.broadcast_in_dim(size, {count, d}, {0}));
+    }
+    max_idx = zeros(b, ctx.out_type(3));
+  }
+  // With include_last_offset the meta kernel sizes bag_size like offsets: one more entry.
+  Value size = bags.size;
+  int64_t extra = ctx.out_type(2).numel() - count;
+  if (extra > 0)
+    size = b.pad(size, b.constant_int(0, TensorType(size.dtype(), {})), {0}, {extra}, {0});
+  return {coerce(b, result, out), coerce(b, bags.bag, ctx.out_type(1)),
+          coerce(b, size, ctx.out_type(2)), coerce(b, max_idx, ctx.out_type(3))};
+}
+
+// _embedding_bag_backward(grad, indices, offsets, offset2bag, bag_size, maximum_indices,
+//                         num_weights, scale_grad_by_freq, mode, sparse, per_sample_weights,
+//                         padding_idx)
+std::vector<Value> lower_embedding_bag_backward(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  const TensorType& out = ctx.out_type();
+  Value grad = ctx.tensor(0);
+  Value indices = ctx.tensor(1);
+  int64_t v = ctx.int_arg(6);
+  bool scale = ctx.bool_arg(7);
+  int64_t mode = ctx.int_arg(8);
+  TORCH_CHECK(!ctx.bool_arg(9),
+              "torchtpu lowering: sparse embedding_bag gradients are not supported");
+  int64_t padding_idx = ctx.int_arg(11);
+  int64_t count = grad.shape()[0], d = grad.shape()[1];
+  ElementType acc = is_half(out.dtype) ? ElementType::kF32 : out.dtype;
+  Value g = b.convert(grad, acc);
+  if (mode == kMax) {
+    Value mi = b.reshape(b.convert(ctx.tensor(5), ElementType::kS64), {count * d, 1});
+    Value col = b.reshape(b.iota(TensorType(ElementType::kS64, {count, d}), 1), {count * d, 1});
+    Value keep = b.compare(mi, b.constant_int(0, mi.type), shlo::CompareDirection::kGE);
+    Value coords = b.concatenate({b.max(mi, b.constant_int(0, mi.type)), col}, 1);
+    Value upd = b.select(b.reshape(keep, {count * d}), b.reshape(g, {count * d}),
+                         zeros(b, TensorType(acc, {count * d})));
+    TensorType s(acc, {});
+    Value r = b.op_multi(
+        "stablehlo.scatter", {zeros(b, TensorType(acc, {v, d})), coords, upd},
+        {TensorType(acc, {v, d})},
+        "indices_are_sorted = false, scatter_dimension_numbers = #stablehlo.scatter<"
+        "inserted_window_dims = [0, 1], scatter_dims_to_operand_dims = [0, 1], "
+        "index_vector_dim = 1>, unique_indices = false",
+        {{{s, s}, [](FunctionBuilder& rb, const std::vector<Value>& a) -> std::vector<Value> {
+            return {rb.add(a[0], a[1])};
+          }}})[0];
+    return {coerce(b, r, out)};
+  }
+  Bags bags = bags_of(b, indices, ctx.tensor(2), count, padding_idx);
+  int64_t n = bags.n;
+  if (n == 0) return {zeros(b, out)};
+  Value rows = gather_rows(b, g, bags.bag);  // (n, d)
+  if (mode == kMean) {
+    Value size = b.convert(b.max(bags.size, b.constant_int(1, bags.size.type)), acc);
+    rows = b.div(rows, b.broadcast_in_dim(gather_rows(b, size, bags.bag), {n, d}, {0}));
+  }
+  if (!ctx.is_none(10)) {
+    rows = b.mul(rows, b.broadcast_in_dim(b.convert(ctx.tensor(10), acc), {n, d}, {0}));
+  }
+  rows = b.select(b.broadcast_in_dim(bags.valid, {n, d}, {0}), rows, zeros(b, rows.type));
+  Value idx = b.reshape(b.convert(indices, ElementType::kS64), {n, 1});
+  Value r = scatter_rows(b, zeros(b, TensorType(acc, {v, d})), idx, rows);
+  if (scale) {
+    Value counts = scatter_rows(b, zeros(b, TensorType(acc, {v})), idx,
+                                b.broadcast_to(b.constant(1, TensorType(acc, {})), {n}));
+    Value safe = b.max(counts, b.constant(1, counts.type));
+    r = b.div(r, b.broadcast_in_dim(safe, {v, d}, {0}));
+  }
+  return {coerce(b, r, out)};
+}
+
+// _embedding_bag_per_sample_weights_backward(grad, weight, indices, offsets, offset2bag, mode,
+//                                            padding_idx): <grad of the bag, weight row>.
+std::vector<Value> lower_embedding_bag_psw_backward(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  const TensorType& out = ctx.out_type();
+  Value grad = ctx.tensor(0);
+  Value weight = ctx.tensor(1);
+  Value indices = ctx.tensor(2);
+  TORCH_CHECK(ctx.int_arg(5) == kSum,
+              "embedding_bag_backward: per_sample_weights only supported for mode='sum'");
+  int64_t count = grad.shape()[0];
+  Bags bags = bags_of(b, indices, ctx.tensor(3), count, ctx.int_arg(6));
+  int64_t n = bags.n;
+  if (n == 0) return {zeros(b, out)};
+  ElementType acc = is_half(out.dtype) ? ElementType::kF32 : out.dtype;
+  Value idx = b.reshape(b.convert(indices, ElementType::kS64), {n});
+  Value rows = b.convert(gather_rows(b, weight, idx), acc);
+  Value g = b.convert(gather_rows(b, grad, bags.bag), acc);
+  Value dot =
+      b.reduce_simple(b.mul(rows, g), b.constant(0, TensorType(acc, {})), {1}, "stablehlo.add");
+  return {coerce(b, b.select(bags.valid, dot, zeros(b, dot.type)), out)};
+}
+
+TORCHTPU_LOWERING("aten::embedding", lower_embedding);
+TORCHTPU_LOWERING("aten::embedding_dense_backward", lower_embedding_dense_backward);
+TORCHTPU_LOWERING("aten::_embedding_bag", lower_embedding_bag);
+TORCHTPU_LOWERING("aten::_embedding_bag_forward_only", lower_embedding_bag);
+TORCHTPU_LOWERING("aten::_embedding_bag_backward", lower_embedding_bag_backward);
+TORCHTPU_LOWERING("aten::_embedding_bag_per_sample_weights_backward",
+                  lower_embedding_bag_psw_backward);
+
+}  // namespace
+}  // namespace torchtpu::lowering

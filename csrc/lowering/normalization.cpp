@@ -1,0 +1,463 @@
+// Batch, layer and group normalization, forward and backward. Statistics are two-pass
+// (mean, then the mean of squared deviations) in f32 for half-precision inputs, like the CPU
+// kernels' opmath; results are converted to the dtypes PyTorch's meta kernels give.
+//
+// Backward formulas (xhat = (x - mean) * rstd, g = grad_out * weight, means over the
+// normalized elements of each group):
+//   grad_input  = rstd * (g - mean(g) - xhat * mean(g * xhat))
+//   grad_weight = sum(grad_out * xhat), grad_bias = sum(grad_out)  over everything else.
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <optional>
+
+#include "aten/executor.h"
+#include "lowering/lowering.h"
+
+namespace torchtpu::lowering {
+namespace {
+
+bool is_half(ElementType t) { return t == ElementType::kBF16 || t == ElementType::kF16; }
+ElementType acc_type(ElementType t) { return is_half(t) ? ElementType::kF32 : t; }
+
+Value zeros(FunctionBuilder& b, const TensorType& t) {
+  return b.broadcast_to(b.constant(0, TensorType(t.dtype, {})), t.shape);
+}
+
+// The results of an op whose output_mask leaves some outputs out. Eager kernels type every
+// output (unrequested ones get zeros); compiled graphs carry types for the requested ones only,
+// in order.
+std::vector<Value> masked_results(LoweringContext& ctx,
+                                  const std::vector<std::optional<Value>>& values) {
+  FunctionBuilder& b = ctx.b;
+  const std::vector<TensorType>& outs = ctx.out_types();
+  bool all = outs.size() == values.size();
+  std::vector<Value> r;
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (all && !values[i]) r.push_back(zeros(b, outs[i]));
+    if (!values[i]) continue;
+    TORCH_CHECK(r.size() < outs.size(), "torchtpu lowering: ", ctx.schema().name(),
+                ": more requested outputs than output types");
+    const TensorType& t = outs[r.size()];
+    Value v = *values[i];
+    if (v.type.numel() == t.numel()) v = b.reshape(v, t.shape);
+    r.push_back(coerce(b, v, t));
+  }
+  return r;
+}
+
+Value sum(FunctionBuilder& b, Value x, const std::vector<int64_t>& dims) {
+  return b.reduce_simple(x, b.constant(0, TensorType(x.dtype(), {})), dims, "stablehlo.add");
+}
+
+// Broadcasts a value reduced over `dims` back to `shape`.
+Value back(FunctionBuilder& b, Value reduced, const std::vector<int64_t>& shape,
+           const std::vector<int64_t>& dims) {
+  std::vector<int64_t> kept;
+  for (int64_t i = 0; i < static_cast<int64_t>(shape.size()); ++i) {
+    if (std::find(dims.begin(), dims.end(), i) == dims.end()) kept.push_back(i);
+  }
+  return b.broadcast_in_dim(reduced, shape, kept);
+}
+
+int64_t count(const Value& x, const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= x.shape()[static_cast<size_t>(d)];
+  return n;
+}
+
+Value scalar_like(FunctionBuilder& b, double v, const Value& like) {
+  return b.constant(v, like.type);
+}
+
+struct Stats {
+  Value mean, var;  // reduced over dims (biased variance)
+};
+
+Stats moments(FunctionBuilder& b, Value x, const std::vector<int64_t>& dims) {
+  double n = static_cast<double>(count(x, dims));
+  Value mean = sum(b, x, dims);
+  mean = b.div(mean, scalar_like(b, n, mean));
+  Value d = b.sub(x, back(b, mean, x.shape(), dims));
+  Value var = sum(b, b.mul(d, d), dims);
+  var = b.div(var, scalar_like(b, n, var));
+  return {mean, var};
+}
+
+Value rsqrt_eps(FunctionBuilder& b, Value var, double eps) {
+  return b.unary("stablehlo.rsqrt", b.add(var, scalar_like(b, eps, var)));
+}
+
+// Optional per-channel tensor (weight, bias, running stats) broadcast along `dim` of `shape`.
+std::optional<Value> channel(LoweringContext& ctx, size_t i, ElementType t,
+                             const std::vector<int64_t>& shape, int64_t dim) {
+  if (ctx.is_none(i)) return std::nullopt;
+  return ctx.b.broadcast_in_dim(ctx.b.convert(ctx.tensor(i), t), shape, {dim});
+}
+
+std::vector<int64_t> batch_norm_dims(const Value& x) {
+  std::vector<int64_t> dims{0};
+  for (int64_t d = 2; d < x.rank(); ++d) dims.push_back(d);
+  return dims;
+}
+
+// ---- batch norm ----
+
+struct BatchNormArgs {
+  size_t weight, bias, running_mean, running_var;
+  bool training;
+  double momentum, eps;
+};
+
+// out, save_mean, save_invstd and, when `update`, the new running mean and variance.
+std::vector<Value> batch_norm(LoweringContext& ctx, const BatchNormArgs& a, bool update) {
+  FunctionBuilder& b = ctx.b;
+  Value x_in = ctx.tensor(0);
+  ElementType acc = acc_type(x_in.dtype());
+  Value x = b.convert(x_in, acc);
+  std::vector<int64_t> dims = batch_norm_dims(x);
+  std::vector<Value> r;
+  Value mean, invstd;
+  if (a.training) {
+    Stats s = moments(b, x, dims);
+    mean = s.mean;
+    invstd = rsqrt_eps(b, s.var, a.eps);
+    if (update) {
+      double n = static_cast<double>(count(x, dims));
+      for (size_t i : {a.running_mean, a.running_var}) {
+        Value old = ctx.tensor(i);
+        Value stat = i == a.running_mean
+                         ? s.mean
+                         : b.mul(s.var, scalar_like(b, n / std::max(n - 1, 1.0), s.var));
+        stat = b.convert(stat, old.dtype());
+        Value m = b.constant(a.momentum, old.type);
+        Value keep = b.constant(1 - a.momentum, old.type);
+        r.push_back(b.add(b.mul(keep, old), b.mul(m, stat)));
+      }
+    }
+  } else {
+    TORCH_CHECK(!ctx.is_none(a.running_mean) && !ctx.is_none(a.running_var),
+                "torchtpu lowering: ", ctx.schema().name(),
+                ": running_mean and running_var must be defined in evaluation mode");
+    mean = b.convert(ctx.tensor(a.running_mean), acc);
+    invstd = rsqrt_eps(b, b.convert(ctx.tensor(a.running_var), acc), a.eps);
+  }
+  Value y = b.mul(b.sub(x, back(b, mean, x.shape(), dims)), back(b, invstd, x.shape(), dims));
+  if (auto w = channel(ctx, a.weight, acc, x.shape(), 1)) y = b.mul(y, *w);
+  if (auto bias = channel(ctx, a.bias, acc, x.shape(), 1)) y = b.add(y, *bias);
+  std::vector<Value> out{coerce(b, y, ctx.out_type(0)), coerce(b, mean, ctx.out_type(1)),
+                         coerce(b, invstd, ctx.out_type(2))};
+  for (size_t i = 0; i < r.size(); ++i) out.push_back(coerce(b, r[i], ctx.out_type(3 + i)));
+  return out;
+}
+
+// native_batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps)
+// Its eager kernel (below) routes training with running stats to the functional form, which
+// returns the updated statistics; here the statistics are left alone.
+std::vector<Value> lower_native_batch_norm(LoweringContext& ctx) {
+  BatchNormArgs a{1, 2, 3, 4, ctx.bool_arg(5), ctx.double_arg(6), ctx.double_arg(7)};
+  return batch_norm(ctx, a, false);
+}
+
+// _native_batch_norm_legit_functional(input, weight, bias, running_mean, running_var,
+//                                     training, momentum, eps)
+//   -> (out, save_mean, save_rstd, running_mean_out, running_var_out)
+std::vector<Value> lower_batch_norm_functional(LoweringContext& ctx) {
+  BatchNormArgs a{1, 2, 3, 4, ctx.bool_arg(5), ctx.double_arg(6), ctx.double_arg(7)};
+  if (a.training) return batch_norm(ctx, a, true);
+  std::vector<Value> r = batch_norm(ctx, a, false);
+  r.push_back(coerce(ctx.b, ctx.tensor(3), ctx.out_type(3)));
+  r.push_back(coerce(ctx.b, ctx.tensor(4), ctx.out_type(4)));
+  return r;
+}
+
+// _native_batch_norm_legit_no_training(input, weight, bias, running_mean, running_var,
+//                                      momentum, eps)
+std::vector<Value> lower_batch_norm_no_training(LoweringContext& ctx) {
+  BatchNormArgs a{1, 2, 3, 4, false, ctx.double_arg(5), ctx.double_arg(6)};
+  return batch_norm(ctx, a, false);
+}
+
+// _native_batch_norm_legit.no_stats(input, weight, bias, training, momentum, eps)
+std::vector<Value> lower_batch_norm_no_stats(LoweringContext& ctx) {
+  TORCH_CHECK(ctx.bool_arg(3), "torchtpu lowering: ", ctx.schema().name(),
+              ": evaluation mode needs running statistics");
+  BatchNormArgs a{1, 2, 0, 0, true, ctx.double_arg(4), ctx.double_arg(5)};
+  return batch_norm(ctx, a, false);
+}
+
+c10::List<bool> output_mask(const LoweringContext& ctx) {
+  return ctx.arg(ctx.index_of("output_mask")).ivalue.toBoolList();
+}
+
+// native_batch_norm_backward(grad_out, input, weight, running_mean, running_var, save_mean,
+//                            save_invstd, train, eps, output_mask)
+std::vector<Value> lower_batch_norm_backward(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  Value x_in = ctx.tensor(1);
+  ElementType acc = acc_type(x_in.dtype());
+  Value x = b.convert(x_in, acc);
+  Value g = b.convert(ctx.tensor(0), acc);
+  bool train = ctx.bool_arg(7);
+  double eps = ctx.double_arg(8);
+  c10::List<bool> mask = output_mask(ctx);
+  std::vector<int64_t> dims = batch_norm_dims(x);
+  Value mean, invstd;
+  if (train) {
+    mean = b.convert(ctx.tensor(5), acc);
+    invstd = b.convert(ctx.tensor(6), acc);
+  } else {
+    mean = b.convert(ctx.tensor(3), acc);
+    invstd = rsqrt_eps(b, b.convert(ctx.tensor(4), acc), eps);
+  }
+  const std::vector<int64_t>& shape = x.shape();
+  Value xhat = b.mul(b.sub(x, back(b, mean, shape, dims)), back(b, invstd, shape, dims));
+  Value sum_g = sum(b, g, dims);
+  Value sum_gx = sum(b, b.mul(g, xhat), dims);
+  std::vector<std::optional<Value>> r(3);
+  if (mask.get(0)) {
+    Value scale = invstd;
+    if (!ctx.is_none(2)) scale = b.mul(scale, b.convert(ctx.tensor(2), acc));
+    Value gi = g;
+    if (train) {
+      double n = static_cast<double>(count(x, dims));
+      Value mg = b.div(sum_g, scalar_like(b, n, sum_g));
+      Value mgx = b.div(sum_gx, scalar_like(b, n, sum_gx));
+      gi = b.sub(b.sub(g, back(b, mg, shape, dims)), b.mul(xhat, back(b, mgx, shape, dims)));
+    }
+    r[0] = b.mul(gi, back(b, scale, shape, dims));
+  }
+  if (mask.get(1)) r[1] = sum_gx;
+  if (mask.get(2)) r[2] = sum_g;
+  return masked_results(ctx, r);
+}
+
+// ---- layer norm ----
+
+std::vector<int64_t> trailing_dims(const Value& x, size_t k) {
+  std::vector<int64_t> dims;
+  for (int64_t d = x.rank() - static_cast<int64_t>(k); d < x.rank(); ++d) dims.push_back(d);
+  return dims;
+}
+
+// Weight/bias of the normalized (trailing) shape, broadcast over the leading dims.
+std::optional<Value> trailing(LoweringContext& ctx, size_t i, ElementType t,
+                              const std::vector<int64_t>& shape, size_t k) {
+  if (ctx.is_none(i)) return std::nullopt;
+  std::vector<int64_t> dims;
+  for (size_t d = shape.size() - k; d < shape.size(); ++d) dims.push_back(static_cast<int64_t>(d));
+  return ctx.b.broadcast_in_dim(ctx.b.convert(ctx.tensor(i), t), shape, dims);
+}
+
+// native_layer_norm(input, normalized_shape, weight, bias, eps) -> (out, mean, rstd)
+std::vector<Value> lower_layer_norm(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  Value x_in = ctx.tensor(0);
+  size_t k = ctx.int_list(1).size();
+  ElementType acc = acc_type(x_in.dtype());
+  Value x = b.convert(x_in, acc);
+  if (x.type.numel() == 0) {
+    return {zeros(b, ctx.out_type(0)), zeros(b, ctx.out_type(1)), zeros(b, ctx.out_type(2))};
+  }
+  std::vector<int64_t> dims = trailing_dims(x, k);
+  Stats s = moments(b, x, dims);
+  Value rstd = rsqrt_eps(b, s.var, ctx.double_arg(4));
+  Value y = b.mul(b.sub(x, back(b, s.mean, x.shape(), dims)), back(b, rstd, x.shape(), dims));
+  if (auto w = trailing(ctx, 2, acc, x.shape(), k)) y = b.mul(y, *w);
+  if (auto bias = trailing(ctx, 3, acc, x.shape(), k)) y = b.add(y, *bias);
+  return {coerce(b, y, ctx.out_type(0)),
+          coerce(b, b.reshape(s.mean, ctx.out_type(1).shape), ctx.out_type(1)),
+          coerce(b, b.reshape(rstd, ctx.out_type(2).shape), ctx.out_type(2))};
+}
+
+// native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias,
+//                            output_mask)
+std::vector<Value> lower_layer_norm_backward(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  Value x_in = ctx.tensor(1);
+  size_t k = ctx.int_list(2).size();
+  ElementType acc = acc_type(x_in.dtype());
+  Value x = b.convert(x_in, acc);
+  Value go = b.convert(ctx.tensor(0), acc);
+  c10::List<bool> mask = output_mask(ctx);
+  std::vector<int64_t> dims = trailing_dims(x, k), outer;
+  for (int64_t d = 0; d < x.rank() - static_cast<int64_t>(k); ++d) outer.push_back(d);
+  const std::vector<int64_t>& shape = x.shape();
+  // mean/rstd arrive as (outer..., 1...): broadcast them over the trailing dims.
+  std::vector<int64_t> outer_shape(shape.begin(), shape.end() - static_cast<int64_t>(k));
+  Value mean = back(b, b.reshape(b.convert(ctx.tensor(3), acc), outer_shape), shape, dims);
+  Value rstd = back(b, b.reshape(b.convert(ctx.tensor(4), acc), outer_shape), shape, dims);
+  Value xhat = b.mul(b.sub(x, mean), rstd);
+  std::vector<std::optional<Value>> r(3);
+  if (mask.get(0)) {
+    Value g = go;
+    if (auto w = trailing(ctx, 5, acc, shape, k)) g = b.mul(g, *w);
+    double n = static_cast<double>(std::max<int64_t>(count(x, dims), 1));
+    Value mg = sum(b, g, dims);
+    mg = b.div(mg, scalar_like(b, n, mg));
+    Value mgx = sum(b, b.mul(g, xhat), dims);
+    mgx = b.div(mgx, scalar_like(b, n, mgx));
+    Value gi = b.sub(b.sub(g, back(b, mg, shape, dims)), b.mul(xhat, back(b, mgx, shape, dims)));
+    r[0] = b.mul(gi, rstd);
+  }
+  // Without weight (bias) there is no weight (bias) gradient, whatever the mask says.
+  if (mask.get(1) && !ctx.is_none(5)) r[1] = sum(b, b.mul(go, xhat), outer);
+  if (mask.get(2) && !ctx.is_none(6)) r[2] = sum(b, go, outer);
+  return masked_results(ctx, r);
+}
+
+// ---- group norm ----
+
+// native_group_norm(input, weight, bias, N, C, HxW, group, eps) -> (out, mean, rstd)
+std::vector<Value> lower_group_norm(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  Value x_in = ctx.tensor(0);
+  int64_t n = ctx.int_arg(3), c = ctx.int_arg(4), hw = ctx.int_arg(5), g = ctx.int_arg(6);
+  ElementType acc = acc_type(x_in.dtype());
+  if (x_in.type.numel() == 0) {
+    return {zeros(b, ctx.out_type(0)), zeros(b, ctx.out_type(1)), zeros(b, ctx.out_type(2))};
+  }
+  Value x = b.reshape(b.convert(x_in, acc), {n, g, c / g, hw});
+  Stats s = moments(b, x, {2, 3});
+  Value rstd = rsqrt_eps(b, s.var, ctx.double_arg(7));
+  Value y = b.mul(b.sub(x, back(b, s.mean, x.shape(), {2, 3})), back(b, rstd, x.shape(), {2, 3}));
+  y = b.reshape(y, {n, c, hw});
+  if (auto w = channel(ctx, 1, acc, y.shape(), 1)) y = b.mul(y, *w);
+  if (auto bias = channel(ctx, 2, acc, y.shape(), 1)) y = b.add(y, *bias);
+  return {coerce(b, b.reshape(y, ctx.out_type(0).shape), ctx.out_type(0)),
+          coerce(b, s.mean, ctx.out_type(1)), coerce(b, rstd, ctx.out_type(2))};
+}
+
+// native_group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, group,
+//                            output_mask)
+std::vector<Value> lower_group_norm_backward(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  Value x_in = ctx.tensor(1);
+  int64_t n = ctx.int_arg(5), c = ctx.int_arg(6), hw = ctx.int_arg(7), g = ctx.int_arg(8);
+  ElementType acc = acc_type(x_in.dtype());
+  c10::List<bool> mask = output_mask(ctx);
+  std::vector<int64_t> shape{n, g, c / g, hw};
+  Value x = b.reshape(b.convert(x_in, acc), shape);
+  Value go = b.reshape(b.convert(ctx.tensor(0), acc), shape);
+  Value mean = b.broadcast_in_dim(b.convert(ctx.tensor(2), acc), shape, {0, 1});
+  Value rstd = b.broadcast_in_dim(b.convert(ctx.tensor(3), acc), shape, {0, 1});
+  Value xhat = b.mul(b.sub(x, mean), rstd);
+  std::vector<std::optional<Value>> r(3);
+  if (mask.get(0)) {
+    Value gw = go;
+    if (!ctx.is_none(4)) {
+      Value w = b.reshape(b.convert(ctx.tensor(4), acc), {g, c / g});
+      gw = b.mul(gw, b.broadcast_in_dim(w, shape, {1, 2}));
+    }
+    double m = static_cast<double>(std::max<int64_t>(c / g * hw, 1));
+    Value mg = sum(b, gw, {2, 3});
+    mg = b.div(mg, scalar_like(b, m, mg));
+    Value mgx = sum(b, b.mul(gw, xhat), {2, 3});
+    mgx = b.div(mgx, scalar_like(b, m, mgx));
+    Value gi =
+        b.sub(b.sub(gw, back(b, mg, shape, {2, 3})), b.mul(xhat, back(b, mgx, shape, {2, 3})));
+    r[0] = b.mul(gi, rstd);
+  }
+  auto per_channel = [&](Value v) { return b.reshape(sum(b, v, {0, 3}), {c}); };
+  if (mask.get(1)) r[1] = per_channel(b.mul(go, xhat));
+  if (mask.get(2)) r[2] = per_channel(go);
+  return masked_results(ctx, r);
+}
+
+TORCHTPU_LOWERING("aten::native_batch_norm", lower_native_batch_norm);
+TORCHTPU_LOWERING("aten::_native_batch_norm_legit_functional", lower_batch_norm_functional);
+TORCHTPU_LOWERING("aten::_native_batch_norm_legit_no_training", lower_batch_norm_no_training);
+TORCHTPU_LOWERING("aten::_native_batch_norm_legit.no_stats", lower_batch_norm_no_stats);
+TORCHTPU_LOWERING("aten::native_batch_norm_backward", lower_batch_norm_backward);
+TORCHTPU_LOWERING("aten::native_layer_norm", lower_layer_norm);
+TORCHTPU_LOWERING("aten::native_layer_norm_backward", lower_layer_norm_backward);
+TORCHTPU_LOWERING("aten::native_group_norm", lower_group_norm);
+TORCHTPU_LOWERING("aten::native_group_norm_backward", lower_group_norm_backward);
+
+}  // namespace
+}  // namespace torchtpu::lowering
+
+// ---- eager glue ----
+// Two things the generic eager kernel cannot express yet, handled by explicit tpu kernels that
+// still run the lowerings above:
+//  - native_batch_norm updates running_mean/running_var in place although its schema does not
+//    say so: training with running stats runs the functional form and copies the new stats
+//    back into the caller's tensors.
+//  - the *_backward ops return None for outputs that output_mask leaves out, which the eager
+//    kernel cannot type: the kernels ask for every output and drop the unrequested ones.
+namespace torchtpu::lowering {
+namespace {
+
+void native_batch_norm_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  torch::jit::Stack& s = *stack;
+  const size_t first = s.size() - op.schema().arguments().size();
+  std::optional<at::Tensor> running_mean = s[first + 3].toOptional<at::Tensor>();
+  std::optional<at::Tensor> running_var = s[first + 4].toOptional<at::Tensor>();
+  bool training = s[first + 5].toBool();
+  if (!training || !running_mean || !running_mean->defined() || !running_var ||
+      !running_var->defined()) {
+    return aten::tpu_boxed_kernel(op, stack);
+  }
+  auto r = at::_native_batch_norm_legit_functional(
+      s[first].toTensor(), s[first + 1].toOptional<at::Tensor>(),
+      s[first + 2].toOptional<at::Tensor>(), *running_mean, *running_var, true,
+      s[first + 6].toDouble(), s[first + 7].toDouble());
+  running_mean->copy_(std::get<3>(r));
+  running_var->copy_(std::get<4>(r));
+  s.erase(s.begin() + static_cast<std::ptrdiff_t>(first), s.end());
+  s.emplace_back(std::get<0>(r));
+  s.emplace_back(std::get<1>(r));
+  s.emplace_back(std::get<2>(r));
+}
+
+// Runs `op` with every output_mask entry set, then blanks the outputs nobody asked for.
+// `fixup` may fill optional arguments the meta kernel needs to produce every output.
+template <void (*fixup)(torch::jit::Stack&, size_t)>
+void all_outputs_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const auto& schema = op.schema();
+  torch::jit::Stack& s = *stack;
+  const size_t first = s.size() - schema.arguments().size();
+  const size_t mi = first + *schema.argumentIndexWithName("output_mask");
+  std::vector<bool> want;
+  for (bool m : s[mi].toBoolList()) want.push_back(m);
+  c10::List<bool> all;
+  for (size_t i = 0; i < want.size(); ++i) all.push_back(true);
+  s[mi] = c10::IValue(all);
+  fixup(s, first);
+  aten::tpu_boxed_kernel(op, stack);
+  const size_t ret = s.size() - schema.returns().size();
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (!want[i]) s[ret + i] = c10::IValue(at::Tensor());
+  }
+}
+
+void no_fixup(torch::jit::Stack&, size_t) {}
+
+// native_layer_norm_backward has no weight/bias gradient without weight/bias: give it ones
+// (which leaves grad_input unchanged) for both.
+void layer_norm_fixup(torch::jit::Stack& s, size_t first) {
+  std::optional<at::Tensor> w = s[first + 5].toOptional<at::Tensor>();
+  std::optional<at::Tensor> bias = s[first + 6].toOptional<at::Tensor>();
+  if (w && w->defined() && bias && bias->defined()) return;
+  at::Tensor input = s[first + 1].toTensor();
+  std::vector<int64_t> shape = s[first + 2].toIntVector();
+  at::Tensor ones = at::ones(shape, input.options());
+  if (!w || !w->defined()) s[first + 5] = ones;
+  if (!bias || !bias->defined()) s[first + 6] = ones;
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("native_batch_norm",
+         torch::CppFunction::makeFromBoxedFunction<&native_batch_norm_kernel>());
+  m.impl("native_batch_norm_backward",
+         torch::CppFunction::makeFromBoxedFunction<&all_outputs_kernel<&no_fixup>>());
+  m.impl("native_group_norm_backward",
+         torch::CppFunction::makeFromBoxedFunction<&all_outputs_kernel<&no_fixup>>());
+  m.impl("native_layer_norm_backward",
+         torch::CppFunction::makeFromBoxedFunction<&all_outputs_kernel<&layer_norm_fixup>>());
+}
+
+}  // namespace
+}  // namespace torchtpu::lowering

@@ -1,0 +1,510 @@
+"""NN ops on tpu against CPU PyTorch: convolution, pooling, normalization, dropout, embedding
+and embedding_bag, unfold/fold, upsampling and edge padding, forward and the backward ops
+autograd calls, plus a small CNN.
+
+Every test checks that no op ran through the CPU fallback (torchtpu.metrics()['cpu_fallbacks']).
+Shapes are small: each new signature compiles one program.
+"""
+
+import copy
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import torchtpu
+
+DEV = "tpu"
+
+
+@pytest.fixture(autouse=True)
+def no_cpu_fallback():
+    before = torchtpu.metrics()["cpu_fallbacks_by_op"]
+    yield
+    after = torchtpu.metrics()["cpu_fallbacks_by_op"]
+    grown = {k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)}
+    assert not grown, f"ops ran through the CPU fallback: {grown}"
+
+
+def _check(fn, *inputs, atol=1e-5, rtol=1.3e-6, grad=True, **kwargs):
+    """Runs fn on CPU and tpu copies of `inputs` (None entries pass through), compares the
+    outputs and, when `grad`, the gradients of every floating input for a random cotangent."""
+    torch.manual_seed(0)
+
+    def prep(t, device):
+        if t is None:
+            return None
+        t = t.detach().to(device)
+        if grad and t.is_floating_point():
+            t.requires_grad_()
+        return t
+
+    cpu = [prep(t, "cpu") for t in inputs]
+    tpu = [prep(t, DEV) for t in inputs]
+    out_c = fn(*cpu, **kwargs)
+    out_t = fn(*tpu, **kwargs)
+    outs_c = out_c if isinstance(out_c, tuple) else (out_c,)
+    outs_t = out_t if isinstance(out_t, tuple) else (out_t,)
+    for c, t in zip(outs_c, outs_t):
+        assert t.device.type == DEV and t.dtype == c.dtype and t.shape == c.shape
+        torch.testing.assert_close(t.cpu(), c, atol=atol, rtol=rtol)
+    if not grad:
+        return
+    cot = torch.randn(outs_c[0].shape, dtype=outs_c[0].dtype)
+    outs_c[0].backward(cot)
+    outs_t[0].backward(cot.to(DEV))
+    for c, t in zip(cpu, tpu):
+        if c is not None and c.requires_grad:
+            assert t.grad is not None
+            torch.testing.assert_close(t.grad.cpu(), c.grad, atol=atol, rtol=rtol)
+
+
+# ---- convolution ----
+
+CONV_CASES = [
+    # (input shape, weight shape, bias, kwargs)
+    ((2, 4, 7, 7), (6, 4, 3, 3), True, {}),
+    ((2, 4, 9, 8), (6, 2, 3, 2), True, dict(stride=2, padding=1, dilation=2, groups=2)),
+    ((2, 4, 8, 8), (4, 1, 3, 3), False, dict(padding="same", groups=4)),
+    ((2, 4, 9), (6, 2, 3), False, dict(stride=3, padding=2, groups=2)),
+    ((1, 2, 5, 4, 6), (3, 2, 2, 3, 2), True, dict(stride=(1, 2, 1), padding=(1, 0, 1))),
+    ((4, 6, 6), (5, 4, 3, 3), True, dict(padding=1)),  # unbatched
+]
+
+
+@pytest.mark.parametrize("case", CONV_CASES, ids=lambda c: "x".join(map(str, c[0])))
+def test_conv(case):
+    x, w, bias, kw = case
+    conv = {3: F.conv1d, 4: F.conv2d, 5: F.conv3d}[len(w)]
+    b = torch.randn(w[0]) if bias else None
+    _check(conv, torch.randn(x), torch.randn(w), b, atol=1e-4, rtol=1e-4, **kw)
+
+
+CONV_T_CASES = [
+    ((2, 4, 5, 5), (4, 3, 3, 3), dict(stride=2, padding=1, output_padding=1)),
+    ((2, 4, 5, 5), (4, 3, 3, 2),
+     dict(stride=(2, 3), padding=(2, 1), output_padding=(1, 2), groups=2, dilation=(1, 2))),
+    ((2, 4, 5), (4, 3, 3), dict(padding=2)),
+    ((1, 2, 3, 3, 3), (2, 2, 2, 2, 2), dict(stride=2)),
+]
+
+
+@pytest.mark.parametrize("case", CONV_T_CASES, ids=lambda c: "x".join(map(str, c[0])))
+def test_conv_transpose(case):
+    x, w, kw = case
+    conv = {3: F.conv_transpose1d, 4: F.conv_transpose2d, 5: F.conv_transpose3d}[len(w)]
+    groups = kw.get("groups", 1)
+    _check(conv, torch.randn(x), torch.randn(w), torch.randn(w[1] * groups), atol=1e-4,
+           rtol=1e-4, **kw)
+
+
+def test_conv_backward_masks():
+    # Input without grad (the first layer) and no bias: only grad_weight is requested.
+    x = torch.randn(2, 3, 6, 6)
+    w = torch.randn(4, 3, 3, 3, requires_grad=True)
+    wt = w.detach().to(DEV).requires_grad_()
+    F.conv2d(x, w, stride=2).pow(2).sum().backward()
+    F.conv2d(x.to(DEV), wt, stride=2).pow(2).sum().backward()
+    torch.testing.assert_close(wt.grad.cpu(), w.grad, atol=1e-4, rtol=1e-4)
+    # Only grad_input.
+    xg = x.clone().requires_grad_()
+    xt = x.to(DEV).requires_grad_()
+    F.conv2d(xg, w.detach(), padding=1).sum().backward()
+    F.conv2d(xt, wt.detach(), padding=1).sum().backward()
+    torch.testing.assert_close(xt.grad.cpu(), xg.grad, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_conv_half_accumulates_in_f32(dtype):
+    x, w, b = torch.randn(2, 4, 9, 9), torch.randn(6, 2, 3, 3), torch.randn(6)
+    out = F.conv2d(x.to(dtype).to(DEV), w.to(dtype).to(DEV), b.to(dtype).to(DEV), stride=2,
+                   padding=1, groups=2)
+    assert out.dtype == dtype
+    ref = F.conv2d(x.to(dtype).float(), w.to(dtype).float(), b.to(dtype).float(), stride=2,
+                   padding=1, groups=2).to(dtype)
+    torch.testing.assert_close(out.cpu(), ref)
+
+
+# ---- pooling ----
+
+POOL_CASES = [
+    (F.max_pool2d, (2, 3, 8, 8), dict(kernel_size=2)),
+    (F.max_pool2d, (2, 3, 9, 7), dict(kernel_size=3, stride=2, padding=1, return_indices=True)),
+    (F.max_pool2d, (2, 3, 9, 7), dict(kernel_size=3, stride=2, padding=1, dilation=2,
+                                      ceil_mode=True)),
+    (F.max_pool2d, (3, 9, 7), dict(kernel_size=(3, 2), stride=(2, 1), ceil_mode=True)),
+    (F.max_pool1d, (2, 3, 9), dict(kernel_size=3, stride=2, return_indices=True)),
+    (F.max_pool3d, (1, 2, 5, 6, 5), dict(kernel_size=2, stride=2, ceil_mode=True)),
+    (F.avg_pool2d, (2, 3, 8, 8), dict(kernel_size=2)),
+    (F.avg_pool2d, (2, 3, 9, 7), dict(kernel_size=3, stride=2, padding=1, ceil_mode=True)),
+    (F.avg_pool2d, (2, 3, 9, 7), dict(kernel_size=3, stride=2, padding=1, ceil_mode=True,
+                                      count_include_pad=False)),
+    (F.avg_pool2d, (2, 3, 10, 7), dict(kernel_size=(4, 3), stride=(3, 2), padding=(2, 1),
+                                       ceil_mode=True)),
+    (F.avg_pool2d, (2, 3, 9, 7), dict(kernel_size=3, divisor_override=5)),
+    (F.avg_pool1d, (2, 3, 9), dict(kernel_size=3, stride=2, padding=1)),
+    (F.avg_pool3d, (1, 2, 5, 6, 5), dict(kernel_size=2, stride=2, ceil_mode=True)),
+    (F.adaptive_avg_pool2d, (2, 3, 8, 8), dict(output_size=1)),
+    (F.adaptive_avg_pool2d, (2, 3, 7, 9), dict(output_size=(3, 4))),
+    (F.adaptive_avg_pool1d, (2, 3, 7), dict(output_size=3)),
+    (F.adaptive_avg_pool3d, (1, 2, 5, 6, 7), dict(output_size=(2, 3, 4))),
+    (F.adaptive_max_pool2d, (2, 3, 7, 9), dict(output_size=(3, 4), return_indices=True)),
+    (F.adaptive_max_pool1d, (2, 3, 7), dict(output_size=3)),
+]
+
+
+@pytest.mark.parametrize("case", POOL_CASES,
+                         ids=lambda c: c[0].__name__ + "-" + "x".join(map(str, c[1])))
+def test_pool(case):
+    fn, shape, kw = case
+    _check(fn, torch.randn(shape), **kw)
+
+
+def test_max_pool_ties_and_nan_pick_like_cpu():
+    x = torch.tensor([[[[1.0, 1.0, 0.0, 2.0], [1.0, 0.5, 2.0, 2.0],
+                        [float("nan"), 0.0, 3.0, float("nan")], [0.0, 4.0, 3.0, 1.0]]]])
+    out, idx = F.max_pool2d(x.to(DEV), 2, return_indices=True)
+    ref, ref_idx = F.max_pool2d(x, 2, return_indices=True)
+    torch.testing.assert_close(out.cpu(), ref, equal_nan=True)
+    assert torch.equal(idx.cpu(), ref_idx)
+
+
+# ---- normalization ----
+
+
+def _check_module(m, shape, train=True, input_grad=True, atol=1e-5, rtol=1e-4):
+    mt = copy.deepcopy(m).to(DEV)
+    m.train(train)
+    mt.train(train)
+    x = torch.randn(shape, requires_grad=input_grad)
+    xt = x.detach().to(DEV).requires_grad_(input_grad)
+    yc, yt = m(x), mt(xt)
+    torch.testing.assert_close(yt.cpu(), yc, atol=atol, rtol=rtol)
+    g = torch.randn_like(yc)
+    yc.backward(g)
+    yt.backward(g.to(DEV))
+    if input_grad:
+        torch.testing.assert_close(xt.grad.cpu(), x.grad, atol=atol, rtol=rtol)
+    for (name, p), pt in zip(m.named_parameters(), mt.parameters()):
+        torch.testing.assert_close(pt.grad.cpu(), p.grad, atol=atol, rtol=rtol, msg=name)
+    for (name, b), bt in zip(m.named_buffers(), mt.buffers()):
+        torch.testing.assert_close(bt.cpu(), b, atol=atol, rtol=rtol, msg=name)
+
+
+NORM_CASES = [
+    (lambda: nn.BatchNorm2d(3), (4, 3, 5, 5), True, True),
+    (lambda: nn.BatchNorm2d(3), (4, 3, 5, 5), False, True),
+    (lambda: nn.BatchNorm1d(3), (4, 3), True, False),
+    (lambda: nn.BatchNorm1d(3, affine=False), (4, 3, 6), True, True),
+    (lambda: nn.BatchNorm1d(3, track_running_stats=False), (4, 3, 6), True, True),
+    (lambda: nn.BatchNorm3d(2, momentum=None), (2, 2, 3, 3, 3), True, True),
+    (lambda: nn.LayerNorm(6), (4, 3, 6), True, True),
+    (lambda: nn.LayerNorm((3, 6)), (4, 3, 6), True, True),
+    (lambda: nn.LayerNorm(6, elementwise_affine=False), (4, 3, 6), True, True),
+    (lambda: nn.LayerNorm(6, bias=False), (4, 6), True, False),
+    (lambda: nn.GroupNorm(2, 4), (3, 4, 5, 5), True, True),
+    (lambda: nn.GroupNorm(4, 4, affine=False), (3, 4, 5), True, True),
+    (lambda: nn.GroupNorm(1, 6), (3, 6), True, True),
+]
+
+
+@pytest.mark.parametrize("case", NORM_CASES,
+                         ids=lambda c: f"{type(c[0]()).__name__}-{'x'.join(map(str, c[1]))}"
+                         f"-{'train' if c[2] else 'eval'}")
+def test_norm(case):
+    make, shape, train, input_grad = case
+    torch.manual_seed(0)
+    m = make()
+    with torch.no_grad():
+        for p in m.parameters():
+            p.uniform_(0.5, 1.5)
+        for name, b in m.named_buffers():
+            if name == "running_mean":
+                b.uniform_(-0.5, 0.5)
+            elif name == "running_var":
+                b.uniform_(0.5, 2.0)
+    _check_module(m, shape, train=train, input_grad=input_grad)
+
+
+def test_batch_norm_updates_running_stats_over_steps():
+    m = nn.BatchNorm2d(3)
+    mt = copy.deepcopy(m).to(DEV)
+    for _ in range(3):
+        x = torch.randn(4, 3, 4, 4) * 2 + 1
+        m(x)
+        mt(x.to(DEV))
+    torch.testing.assert_close(mt.running_mean.cpu(), m.running_mean)
+    torch.testing.assert_close(mt.running_var.cpu(), m.running_var)
+    assert mt.num_batches_tracked.item() == 3
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_norm_half(dtype):
+    x = torch.randn(2, 4, 5, 5).to(dtype)
+    for fn, kw in [(F.layer_norm, dict(normalized_shape=(5,))), (F.group_norm, dict(num_groups=2)),
+                   (lambda t: F.batch_norm(t, None, None, training=True), {})]:
+        xc = x.clone().requires_grad_()
+        xt = x.to(DEV).requires_grad_()
+        yc, yt = fn(xc, **kw), fn(xt, **kw)
+        assert yt.dtype == dtype
+        torch.testing.assert_close(yt.cpu(), yc, atol=2e-2, rtol=2e-2)
+        g = torch.randn_like(yc)
+        yc.backward(g)
+        yt.backward(g.to(DEV))
+        torch.testing.assert_close(xt.grad.cpu(), xc.grad, atol=5e-2, rtol=5e-2)
+
+
+# ---- dropout ----
+
+
+def test_dropout_reproducible_and_keep_rate():
+    x = torch.randn(200, 100, device=DEV)
+    torch.manual_seed(5)
+    a = F.dropout(x, 0.3).cpu()
+    torch.manual_seed(5)
+    b = F.dropout(x, 0.3).cpu()
+    c = F.dropout(x, 0.3).cpu()
+    assert torch.equal(a, b)
+    assert not torch.equal(a, c)
+    kept = a != 0
+    assert abs(kept.float().mean().item() - 0.7) < 0.01  # 20000 draws: std ~0.003
+    torch.testing.assert_close(a[kept], x.cpu()[kept] / 0.7)
+
+
+def test_dropout_backward_uses_the_mask():
+    x = torch.randn(30, 40, device=DEV, requires_grad=True)
+    y = F.dropout(x, 0.5)
+    y.backward(torch.ones_like(y))
+    kept = (y.detach().cpu() != 0).float()
+    torch.testing.assert_close(x.grad.cpu(), kept * 2)
+
+
+def test_dropout_edge_probabilities_and_eval():
+    x = torch.randn(8, 8, device=DEV)
+    assert torch.equal(F.dropout(x, 0.0).cpu(), x.cpu())
+    assert torch.count_nonzero(F.dropout(x, 1.0).cpu()) == 0
+    assert torch.equal(F.dropout(x, 0.5, training=False).cpu(), x.cpu())
+    out, mask = torch.native_dropout(x, 0.5, False)
+    assert torch.equal(out.cpu(), x.cpu()) and bool(mask.cpu().all())
+    assert F.dropout(x.bfloat16(), 0.5).dtype == torch.bfloat16
+
+
+# ---- embedding ----
+
+
+@pytest.mark.parametrize("kw", [{}, dict(padding_idx=2), dict(scale_grad_by_freq=True)],
+                         ids=["plain", "padding_idx", "scale_grad_by_freq"])
+def test_embedding(kw):
+    idx = torch.tensor([[1, 2, 3], [3, 3, 9]])
+    w = torch.randn(10, 4)
+    wc, wt = w.clone().requires_grad_(), w.to(DEV).requires_grad_()
+    yc, yt = F.embedding(idx, wc, **kw), F.embedding(idx.to(DEV), wt, **kw)
+    torch.testing.assert_close(yt.cpu(), yc)
+    g = torch.randn_like(yc)
+    yc.backward(g)
+    yt.backward(g.to(DEV))
+    torch.testing.assert_close(wt.grad.cpu(), wc.grad)
+
+
+BAG_I = torch.tensor([1, 2, 4, 5, 4, 3, 2, 9])
+BAG_O = torch.tensor([0, 2, 2, 5])  # the second bag is empty
+
+
+@pytest.mark.parametrize("kw", [dict(mode="sum"), dict(mode="mean"), dict(mode="max"),
+                                dict(mode="sum", padding_idx=2), dict(mode="max", padding_idx=4),
+                                dict(mode="mean", include_last_offset=True)],
+                         ids=["sum", "mean", "max", "sum-padding", "max-padding", "last-offset"])
+def test_embedding_bag(kw):
+    offsets = torch.cat([BAG_O, torch.tensor([8])]) if kw.get("include_last_offset") else BAG_O
+    w = torch.randn(10, 3)
+    wc, wt = w.clone().requires_grad_(), w.to(DEV).requires_grad_()
+    yc = F.embedding_bag(BAG_I, wc, offsets, **kw)
+    yt = F.embedding_bag(BAG_I.to(DEV), wt, offsets.to(DEV), **kw)
+    torch.testing.assert_close(yt.cpu(), yc)
+    g = torch.randn_like(yc)
+    yc.backward(g)
+    yt.backward(g.to(DEV))
+    torch.testing.assert_close(wt.grad.cpu(), wc.grad)
+
+
+def test_embedding_bag_per_sample_weights():
+    w, psw = torch.randn(10, 3), torch.rand(8)
+    args_c = [t.clone().requires_grad_() for t in (w, psw)]
+    args_t = [t.to(DEV).requires_grad_() for t in (w, psw)]
+    yc = F.embedding_bag(BAG_I, args_c[0], BAG_O, per_sample_weights=args_c[1], mode="sum")
+    yt = F.embedding_bag(BAG_I.to(DEV), args_t[0], BAG_O.to(DEV), per_sample_weights=args_t[1],
+                         mode="sum")
+    torch.testing.assert_close(yt.cpu(), yc)
+    yc.sum().backward()
+    yt.sum().backward()
+    for c, t in zip(args_c, args_t):
+        torch.testing.assert_close(t.grad.cpu(), c.grad)
+
+
+# ---- unfold / fold ----
+
+FOLD_CASES = [
+    (F.unfold, (2, 3, 6, 7), dict(kernel_size=3)),
+    (F.unfold, (2, 3, 6, 7), dict(kernel_size=(2, 3), dilation=(2, 1), padding=(1, 2),
+                                  stride=(2, 3))),
+    (F.unfold, (3, 6, 7), dict(kernel_size=2, stride=2)),
+    (F.fold, (2, 12, 12), dict(output_size=(5, 6), kernel_size=2, padding=1, stride=2)),
+    (F.fold, (2, 18, 9), dict(output_size=(6, 7), kernel_size=(2, 3), dilation=(2, 1),
+                              padding=(1, 2), stride=(2, 3))),
+]
+
+
+@pytest.mark.parametrize("case", FOLD_CASES,
+                         ids=lambda c: f"{c[0].__name__}-{'x'.join(map(str, c[1]))}")
+def test_unfold_fold(case):
+    fn, shape, kw = case
+    _check(fn, torch.randn(shape), **kw)
+
+
+# ---- integer inputs and dtypes the CPU kernels refuse ----
+
+
+def test_integer_conv_and_pooling():
+    x = torch.arange(-20, 30).view(1, 2, 5, 5)
+    w = torch.arange(-4, 14).view(2, 1, 3, 3)
+    assert torch.equal(F.conv2d(x.to(DEV), w.to(DEV), groups=2, padding=1).cpu(),
+                       F.conv2d(x, w, groups=2, padding=1))
+    assert torch.equal(F.max_pool2d(x.to(DEV), 3, stride=2, padding=1).cpu(),
+                       F.max_pool2d(x, 3, stride=2, padding=1))
+    assert torch.equal(F.avg_pool2d(x.to(DEV), 3, stride=2, ceil_mode=True).cpu(),
+                       F.avg_pool2d(x, 3, stride=2, ceil_mode=True))
+    img = (torch.arange(32) * 7 % 256).view(1, 2, 4, 4).to(torch.uint8)
+    assert torch.equal(F.interpolate(img.to(DEV), scale_factor=2).cpu(),
+                       F.interpolate(img, scale_factor=2))
+
+
+@pytest.mark.parametrize("fn", [
+    lambda t: F.adaptive_avg_pool2d(t, 3),
+    lambda t: F.interpolate(t, scale_factor=2, mode="bilinear"),
+    lambda t: F.max_pool2d(t.bool(), 2),
+    lambda t: F.pad(t.bool(), (1, 1, 1, 1), mode="reflect"),
+], ids=["adaptive_avg-long", "bilinear-long", "max_pool-bool", "reflect-bool"])
+def test_refuses_dtypes_like_cpu(fn):
+    x = torch.arange(32).view(1, 2, 4, 4)
+    with pytest.raises(RuntimeError, match="not implemented for"):
+        fn(x)
+    with pytest.raises(RuntimeError, match="not implemented for"):
+        fn(x.to(DEV))
+
+
+# ---- upsampling and edge padding ----
+
+RESAMPLE_CASES = [
+    (F.interpolate, (2, 3, 4, 5), dict(scale_factor=2, mode="nearest")),
+    (F.interpolate, (2, 3, 4, 5), dict(size=(7, 3), mode="nearest")),
+    (F.interpolate, (2, 3, 4, 5), dict(scale_factor=1.7, mode="nearest")),
+    (F.interpolate, (2, 3, 4, 5), dict(size=(7, 9), mode="nearest-exact")),
+    (F.interpolate, (2, 3, 4, 5), dict(scale_factor=2, mode="bilinear")),
+    (F.interpolate, (2, 3, 4, 5), dict(size=(7, 3), mode="bilinear", align_corners=True)),
+    (F.interpolate, (2, 3, 4, 5), dict(scale_factor=(1.5, 2.5), mode="bilinear")),
+    (F.interpolate, (2, 3, 6, 5), dict(size=(3, 2), mode="bilinear")),
+    (F.interpolate, (2, 3, 5), dict(scale_factor=2, mode="linear")),
+    (F.interpolate, (1, 2, 3, 4, 5), dict(scale_factor=2, mode="trilinear")),
+    (F.interpolate, (1, 2, 3, 4, 5), dict(size=(4, 5, 7), mode="nearest")),
+    (F.interpolate, (2, 3, 4, 5), dict(scale_factor=2, mode="bicubic")),
+    (F.interpolate, (2, 3, 7, 6), dict(size=(3, 9), mode="bicubic", align_corners=True)),
+    (F.pad, (2, 3, 4, 5), dict(pad=(1, 2, 3, 0), mode="reflect")),
+    (F.pad, (2, 3, 4, 5), dict(pad=(1, 2, 3, 0), mode="replicate")),
+    (F.pad, (2, 3, 5), dict(pad=(4, 2), mode="reflect")),
+    (F.pad, (2, 3, 5), dict(pad=(4, 2), mode="replicate")),
+    (F.pad, (1, 2, 3, 4, 5), dict(pad=(1, 2, 0, 1, 2, 1), mode="replicate")),
+    (F.pad, (1, 2, 3, 4, 5), dict(pad=(1, 2, 0, 1, 2, 1), mode="reflect")),
+]
+
+
+@pytest.mark.parametrize("case", RESAMPLE_CASES,
+                         ids=lambda c: f"{c[2]['mode']}-{'x'.join(map(str, c[1]))}")
+def test_resample_and_pad(case):
+    fn, shape, kw = case
+    _check(fn, torch.randn(shape), atol=1e-5, rtol=1e-5, **kw)
+
+
+# ---- a small CNN ----
+
+
+class SmallCNN(nn.Module):
+    def __init__(self, p=0.5):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(8, 16, 3, stride=2, padding=1, bias=False), nn.BatchNorm2d(16), nn.ReLU(),
+            nn.AdaptiveAvgPool2d(1))
+        self.head = nn.Sequential(nn.Flatten(), nn.Dropout(p), nn.Linear(16, 5))
+
+    def forward(self, x):
+        return self.head(self.features(x))
+
+
+def _run_step(model, x, target):
+    loss = F.cross_entropy(model(x), target)
+    loss.backward()
+    return loss
+
+
+@pytest.mark.parametrize("train", [False, True], ids=["eval", "train-no-dropout"])
+def test_small_cnn_matches_cpu(train):
+    torch.manual_seed(0)
+    m = SmallCNN(p=0.5 if not train else 0.0)
+    mt = copy.deepcopy(m).to(DEV)
+    m.train(train)
+    mt.train(train)
+    x, target = torch.randn(4, 3, 16, 16), torch.tensor([0, 1, 4, 2])
+    loss_c = _run_step(m, x, target)
+    loss_t = _run_step(mt, x.to(DEV), target.to(DEV))
+    torch.testing.assert_close(loss_t.cpu(), loss_c, atol=1e-5, rtol=1e-5)
+    for (name, p), pt in zip(m.named_parameters(), mt.parameters()):
+        torch.testing.assert_close(pt.grad.cpu(), p.grad, atol=1e-4, rtol=1e-4, msg=name)
+    for (name, b), bt in zip(m.named_buffers(), mt.buffers()):
+        torch.testing.assert_close(bt.cpu(), b, msg=name)
+
+
+def test_small_cnn_trains_with_dropout():
+    torch.manual_seed(0)
+    m = SmallCNN(p=0.5).to(DEV).train()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    x, target = torch.randn(8, 3, 16, 16, device=DEV), torch.randint(0, 5, (8,), device=DEV)
+    losses = []
+    for _ in range(3):
+        opt.zero_grad()
+        losses.append(_run_step(m, x, target).item())
+        opt.step()
+    assert all(torch.isfinite(torch.tensor(losses)))
+    assert all(p.grad is not None and torch.isfinite(p.grad.cpu()).all() for p in m.parameters())
+
+
+# ---- the same lowerings inside torch.compile graphs ----
+
+
+def _compiled_step_matches_cpu(input_grad):
+    from torchtpu import _dynamo
+
+    torch.manual_seed(0)
+    m = SmallCNN(p=0.0).train()
+    mt = copy.deepcopy(m).to(DEV)
+    cm = torch.compile(mt, backend="tpu")
+    x, target = torch.randn(4, 3, 16, 16), torch.tensor([0, 1, 4, 2])
+    xc = x.clone().requires_grad_(input_grad)
+    xt = x.to(DEV).requires_grad_(input_grad)
+    eager_before = len(_dynamo._eager_graphs)
+    loss_c = _run_step(m, xc, target)
+    loss_t = _run_step(cm, xt, target.to(DEV))
+    assert len(_dynamo._eager_graphs) == eager_before, _dynamo._eager_graphs
+    torch.testing.assert_close(loss_t.cpu(), loss_c, atol=1e-5, rtol=1e-5)
+    for (name, p), pt in zip(m.named_parameters(), mt.parameters()):
+        torch.testing.assert_close(pt.grad.cpu(), p.grad, atol=1e-4, rtol=1e-4, msg=name)
+    for (name, b), bt in zip(m.named_buffers(), mt.buffers()):
+        torch.testing.assert_close(bt.cpu(), b, msg=name)
+
+
+def test_compiled_small_cnn_matches_cpu():
+    _compiled_step_matches_cpu(input_grad=True)
+
+
+def test_compiled_small_cnn_first_layer_without_input_grad():
+    _compiled_step_matches_cpu(input_grad=False)

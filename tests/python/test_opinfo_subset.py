@@ -1,0 +1,69 @@
+"""The fast subset of the OpInfo conformance harness (torchtpu.testing.opinfo): common ops in
+float32 must pass natively, forward and gradient, and the harness must classify an op without a
+lowering as pass-with-fallback naming the fallen-back aten op. The full sweep is
+scripts/opinfo_sweep.sh (report in docs/OPINFO.md)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from torchtpu.testing import opinfo
+
+COMMON_OPS = [
+    "add", "mul", "sub", "div.no_rounding_mode", "exp", "log", "sin", "tanh", "sigmoid",
+    "nn.functional.relu", "abs", "neg", "sum", "mean", "amax", "argmax", "softmax",
+    "log_softmax", "mm", "bmm", "matmul", "cat", "stack", "where", "clamp", "transpose",
+    "reshape", "pow", "sqrt", "maximum",
+]
+
+
+@pytest.fixture(scope="module")
+def subset_records():
+    recs = opinfo.run_sweep(ops=COMMON_OPS + ["linalg.inv"], dtypes=["float32"], max_samples=3,
+                            timeout=60)
+    return {r["op"]: r for r in recs}
+
+
+@pytest.mark.parametrize("name", COMMON_OPS)
+def test_common_op_passes_natively(subset_records, name):
+    rec = subset_records[name]
+    assert rec["category"] == "pass-native", rec
+    assert rec["samples"] > 0
+    if name not in ("argmax",):  # argmax has no gradient
+        assert rec["grad"], f"{name}: gradients were not compared"
+
+
+def test_unlowered_op_is_pass_with_fallback(subset_records):
+    rec = subset_records["linalg.inv"]
+    assert rec["category"] == "pass-with-fallback", rec
+    assert any("linalg_inv" in k for k in rec["fallbacks"]), rec["fallbacks"]
+    assert "linalg_inv" in rec["detail"]
+
+
+def test_compare_is_strict():
+    t = torch.tensor([1.0, float("nan"), float("inf")])
+    opinfo.compare([t.clone(), 3, (True,)], [t, 3, (True,)])
+    with pytest.raises(opinfo._Mismatch):
+        opinfo.compare(torch.tensor([1.0, 0.0]), torch.tensor([1.0, float("nan")]))
+    with pytest.raises(opinfo._Mismatch):
+        opinfo.compare(torch.tensor([1, 2]), torch.tensor([1, 3]))
+    with pytest.raises(opinfo._Mismatch):
+        opinfo.compare(torch.tensor([1.0]), torch.tensor([1], dtype=torch.int64))
+
+
+def test_markdown_summary_counts():
+    recs = [
+        {"op": "a", "dtype": "float32", "category": "pass-native", "detail": "", "fallbacks": {}},
+        {"op": "b", "dtype": "float32", "category": "pass-with-fallback",
+         "detail": "fallback: aten::x", "fallbacks": {"aten::x": 2}},
+        {"op": "c", "dtype": "float32", "category": "error", "detail": "RuntimeError: boom",
+         "fallbacks": {}},
+        {"op": "c", "dtype": "int64", "category": "skipped", "detail": "why", "fallbacks": {}},
+    ]
+    s = opinfo.summarize(recs)
+    assert s["float32_ops"] == 3
+    assert round(s["float32_native_pct"], 1) == 33.3
+    assert round(s["float32_native_or_fallback_pct"], 1) == 66.7
+    md = opinfo.markdown_summary(recs)
+    assert "`aten::x`" in md and "| c | ERROR | skip |" in md

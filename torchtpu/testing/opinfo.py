@@ -1,0 +1,661 @@
+"""Conformance harness over PyTorch's OpInfo database (`op_db`).
+
+For every OpInfo and each dtype of a fixed set that it supports on CPU, the first few sample
+inputs run on `tpu` and on CPU and the results are compared with one set of tolerances for all
+ops. For float32 OpInfos that support autograd, the gradients of the sum of the floating-point
+outputs with respect to the floating-point inputs are compared too.
+
+Each (op, dtype) lands in exactly one category:
+
+    pass-native         every sample matched and no CPU fallback ran
+    pass-with-fallback  every sample matched, but some aten ops ran through the CPU fallback
+                        (named, from `torchtpu.metrics()['cpu_fallbacks_by_op']` deltas)
+    mismatch            some output or gradient differed beyond the tolerances
+    error               the tpu run raised (exception type and first line recorded), or timed out
+    skipped             with a reason: the samples need float64/complex or a CPU-only object,
+                        the CPU reference itself fails, the op is random, ...
+
+Usage:
+    python -m torchtpu.testing.opinfo --out docs/opinfo_report.json --summary docs/OPINFO.md
+    python -m torchtpu.testing.opinfo --ops add,mul --dtypes float32 --summary -
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import signal
+import sys
+import time
+import traceback
+import warnings
+from itertools import islice
+from typing import Any, Callable, Iterable
+
+import torch
+
+import torchtpu
+
+DTYPES: dict[str, torch.dtype] = {
+    "float32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "float16": torch.float16,
+    "int64": torch.int64,
+    "int32": torch.int32,
+    "bool": torch.bool,
+}
+
+# One set of tolerances for every op, keyed by the dtype of the compared tensor. These are
+# torch.testing.assert_close's defaults relaxed uniformly (the XLA CPU backend sums and
+# approximates transcendentals in a different order than ATen's CPU kernels).
+TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
+    torch.float32: (1e-4, 1e-5),
+    torch.float64: (1e-4, 1e-5),
+    torch.complex64: (1e-4, 1e-5),
+    torch.float16: (1.6e-2, 1e-2),
+    torch.bfloat16: (1.6e-2, 1e-2),
+}
+
+CATEGORIES = ("pass-native", "pass-with-fallback", "mismatch", "error", "skipped")
+
+DEFAULT_MAX_SAMPLES = 4
+DEFAULT_TIMEOUT = 60
+
+
+class _Timeout(Exception):
+    pass
+
+
+class _Skip(Exception):
+    pass
+
+
+class _Mismatch(Exception):
+    pass
+
+
+def op_full_name(op) -> str:
+    return op.name + ("." + op.variant_test_name if op.variant_test_name else "")
+
+
+def load_op_db():
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    return op_db
+
+
+# ----------------------------------------------------------------------------------------------
+# Moving samples and comparing results
+
+
+def _walk_tensors(obj: Any) -> Iterable[torch.Tensor]:
+    if isinstance(obj, torch.Tensor):
+        yield obj
+    elif isinstance(obj, (list, tuple)):
+        for x in obj:
+            yield from _walk_tensors(x)
+    elif isinstance(obj, dict):
+        for x in obj.values():
+            yield from _walk_tensors(x)
+
+
+def _check_sample(sample) -> None:
+    """Raises _Skip for samples the harness cannot move to tpu meaningfully."""
+    parts = [sample.input, sample.args, sample.kwargs]
+    for t in _walk_tensors(parts):
+        if t.dtype in (torch.float64, torch.complex64, torch.complex128, torch.complex32):
+            raise _Skip(f"sample has a {str(t.dtype).replace('torch.', '')} tensor")
+        if t.layout != torch.strided:
+            raise _Skip(f"sample has a {t.layout} tensor")
+        if t.is_quantized:
+            raise _Skip("sample has a quantized tensor")
+
+    def visit(obj):
+        if isinstance(obj, torch.Generator):
+            raise _Skip("sample needs a torch.Generator (CPU-only)")
+        if isinstance(obj, (list, tuple)):
+            for x in obj:
+                visit(x)
+        elif isinstance(obj, dict):
+            for x in obj.values():
+                visit(x)
+
+    visit(parts)
+
+
+def _move(obj: Any, device: str, memo: dict) -> Any:
+    """A copy of obj with every tensor detached, copied to `device` and made a leaf again (with
+    its requires_grad); aliasing between tensors in the sample is kept through `memo`."""
+    if isinstance(obj, torch.Tensor):
+        key = id(obj)
+        if key not in memo:
+            t = obj.detach().to(device, copy=True)
+            if obj.requires_grad:
+                t.requires_grad_(True)
+            memo[key] = t
+        return memo[key]
+    if isinstance(obj, torch.device):
+        return torch.device(device) if obj.type == "cpu" else obj
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):  # namedtuple
+        return type(obj)(*(_move(x, device, memo) for x in obj))
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_move(x, device, memo) for x in obj)
+    if isinstance(obj, dict):
+        out = {}
+        for k, v in obj.items():
+            if k == "device" and v == "cpu":
+                out[k] = device
+            else:
+                out[k] = _move(v, device, memo)
+        return out
+    return obj
+
+
+def _to_cpu(obj: Any) -> Any:
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().cpu()
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):
+        return tuple(_to_cpu(x) for x in obj)
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_to_cpu(x) for x in obj)
+    if isinstance(obj, dict):
+        return {k: _to_cpu(v) for k, v in obj.items()}
+    return obj
+
+
+def compare(actual: Any, expected: Any, path: str = "out") -> None:
+    """Raises _Mismatch (with a one-line reason) unless `actual` (tpu results, already on the
+    host) matches `expected` (CPU results) recursively."""
+    if isinstance(expected, torch.Tensor):
+        if not isinstance(actual, torch.Tensor):
+            raise _Mismatch(f"{path}: expected a tensor, got {type(actual).__name__}")
+        if actual.dtype != expected.dtype:
+            raise _Mismatch(f"{path}: dtype {actual.dtype} != {expected.dtype}")
+        if actual.shape != expected.shape:
+            raise _Mismatch(f"{path}: shape {tuple(actual.shape)} != {tuple(expected.shape)}")
+        rtol, atol = TOLERANCES.get(expected.dtype, (0.0, 0.0))
+        try:
+            torch.testing.assert_close(actual, expected, rtol=rtol, atol=atol, equal_nan=True,
+                                       check_device=False, check_stride=False)
+        except AssertionError as e:
+            lines = [l.strip() for l in str(e).splitlines() if l.strip()]
+            detail = "; ".join(l for l in lines if l.startswith(("Mismatched", "Greatest")))
+            raise _Mismatch(f"{path}: {detail or (lines[0] if lines else 'values differ')}")
+        return
+    if isinstance(expected, (list, tuple)):
+        if not isinstance(actual, (list, tuple)) or len(actual) != len(expected):
+            raise _Mismatch(f"{path}: structure differs")
+        for i, (a, b) in enumerate(zip(actual, expected)):
+            compare(a, b, f"{path}[{i}]")
+        return
+    if isinstance(expected, dict):
+        if not isinstance(actual, dict) or set(actual) != set(expected):
+            raise _Mismatch(f"{path}: dict keys differ")
+        for k in expected:
+            compare(actual[k], expected[k], f"{path}[{k!r}]")
+        return
+    if isinstance(expected, float) and isinstance(actual, (int, float)):
+        if math.isnan(expected) and math.isnan(actual):
+            return
+        if not math.isclose(actual, expected, rel_tol=1e-4, abs_tol=1e-5):
+            raise _Mismatch(f"{path}: {actual} != {expected}")
+        return
+    if actual != expected:
+        raise _Mismatch(f"{path}: {actual!r} != {expected!r}")
+
+
+def _float_outputs(obj: Any) -> list[torch.Tensor]:
+    return [t for t in _walk_tensors(obj) if t.is_floating_point() and t.requires_grad]
+
+
+def _grad_leaves(moved_sample_parts: Any) -> list[torch.Tensor]:
+    seen, leaves = set(), []
+    for t in _walk_tensors(moved_sample_parts):
+        if t.requires_grad and t.is_floating_point() and id(t) not in seen:
+            seen.add(id(t))
+            leaves.append(t)
+    return leaves
+
+
+def _run_sample(op, sample, device: str, with_grad: bool):
+    """Runs `op` on a copy of `sample` on `device`: returns (outputs, grads) on the host; grads
+    is None when not checked (no float output needs grad)."""
+    memo: dict = {}
+    inp = _move(sample.input, device, memo)
+    args = _move(sample.args, device, memo)
+    kwargs = _move(sample.kwargs, device, memo)
+    torch.manual_seed(0)
+    if not with_grad:
+        with torch.no_grad():
+            out = op(inp, *args, **kwargs)
+        return _to_cpu(out), None
+    out = op(inp, *args, **kwargs)
+    leaves = _grad_leaves([inp, args, kwargs])
+    processed = sample.output_process_fn_grad(out)
+    outs = _float_outputs(processed)
+    grads = None
+    if leaves and outs:
+        total = outs[0].sum()
+        for t in outs[1:]:
+            total = total + t.sum()
+        grads = torch.autograd.grad(total, leaves, allow_unused=True)
+        grads = [_to_cpu(g) for g in grads]
+    return _to_cpu(out), grads
+
+
+_UNINITIALIZED = {"empty", "empty_like", "empty_strided", "empty_permuted", "new_empty",
+                  "new_empty_strided"}
+
+
+def _is_random(op) -> bool:
+    """Whether the OpInfo wraps its op in wrapper_set_seed (what op_db does for random ops)."""
+    fn = op.op
+    for _ in range(3):
+        if getattr(fn, "__name__", "") == "wrapper_set_seed":
+            return True
+        if "wrapper_set_seed" in getattr(getattr(fn, "__code__", None), "co_names", ()):
+            return True
+        fn = getattr(fn, "func", None)  # functools.partial
+        if fn is None:
+            break
+    return False
+
+
+# ----------------------------------------------------------------------------------------------
+# One (op, dtype)
+
+
+@contextlib.contextmanager
+def _alarm(seconds: float):
+    if seconds <= 0 or not hasattr(signal, "SIGALRM"):
+        yield
+        return
+
+    def handler(signum, frame):
+        raise _Timeout()
+
+    old = signal.signal(signal.SIGALRM, handler)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def _first_line(e: BaseException) -> str:
+    msg = str(e).strip().splitlines()
+    return (msg[0] if msg else "")[:300]
+
+
+def _fallback_delta(before: dict, after: dict) -> dict:
+    return {k: v - before.get(k, 0) for k, v in after.items() if v - before.get(k, 0) > 0}
+
+
+def run_one(op, dtype_name: str, max_samples: int = DEFAULT_MAX_SAMPLES,
+            timeout: float = DEFAULT_TIMEOUT) -> dict:
+    """Runs one (OpInfo, dtype) and returns its record: op, dtype, category, detail, fallbacks,
+    samples (how many ran), grad (whether gradients were compared), seconds."""
+    dtype = DTYPES[dtype_name]
+    rec = {"op": op_full_name(op), "dtype": dtype_name, "category": None, "detail": "",
+           "fallbacks": {}, "samples": 0, "grad": False, "seconds": 0.0}
+    t0 = time.perf_counter()
+    with_grad = dtype == torch.float32 and bool(op.supports_autograd)
+    fallbacks: dict[str, int] = {}
+    stage = "sample generation"
+    try:
+        with _alarm(timeout), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                samples = list(islice(op.sample_inputs("cpu", dtype, requires_grad=with_grad),
+                                      max_samples))
+            except Exception as e:
+                raise _Skip(f"sample generation failed: {type(e).__name__}: {_first_line(e)}")
+            if not samples:
+                raise _Skip("no sample inputs")
+            for sample in samples:
+                _check_sample(sample)
+            ran = 0
+            grad_checked = False
+            for sample in samples:
+                stage = "CPU reference"
+                try:
+                    ref_out, ref_grads = _run_sample(op, sample, "cpu", with_grad)
+                except (_Timeout, KeyboardInterrupt):
+                    raise
+                except Exception as e:
+                    raise _Skip(f"CPU reference fails: {type(e).__name__}: {_first_line(e)}")
+                stage = "tpu run"
+                before = dict(torchtpu.metrics()["cpu_fallbacks_by_op"])
+                try:
+                    out, grads = _run_sample(op, sample, "tpu", with_grad)
+                finally:
+                    delta = _fallback_delta(before, torchtpu.metrics()["cpu_fallbacks_by_op"])
+                    for k, v in delta.items():
+                        fallbacks[k] = fallbacks.get(k, 0) + v
+                stage = "compare"
+                try:
+                    compare(out, ref_out, "out")
+                    if ref_grads is not None:
+                        if grads is None:
+                            raise _Mismatch("grad: tpu outputs do not require grad")
+                        compare(grads, ref_grads, "grad")
+                except _Mismatch:
+                    # A random op draws from a different generator on tpu than on CPU.
+                    if op.name in _UNINITIALIZED:
+                        raise _Skip("returns uninitialized memory")
+                    if _is_random(op):
+                        raise _Skip("random op: the tpu RNG stream differs from CPU's")
+                    again, _ = _run_sample(op, sample, "cpu", False)
+                    torch.manual_seed(1)
+                    memo: dict = {}
+                    with torch.no_grad():
+                        other = _to_cpu(op(_move(sample.input, "cpu", memo),
+                                           *_move(sample.args, "cpu", memo),
+                                           **_move(sample.kwargs, "cpu", memo)))
+                    try:
+                        compare(other, again, "out")
+                    except _Mismatch:
+                        raise _Skip("random op: CPU results differ between seeds")
+                    raise
+                grad_checked = grad_checked or ref_grads is not None
+                ran += 1
+            rec["samples"] = ran
+            rec["grad"] = grad_checked
+            rec["category"] = "pass-with-fallback" if fallbacks else "pass-native"
+            if fallbacks:
+                rec["detail"] = "fallback: " + ", ".join(sorted(fallbacks))
+    except _Skip as e:
+        rec["category"], rec["detail"] = "skipped", str(e)
+    except _Mismatch as e:
+        rec["category"], rec["detail"] = "mismatch", str(e)[:400]
+    except _Timeout:
+        rec["category"], rec["detail"] = "error", f"timeout ({timeout:g} s, during {stage})"
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:  # noqa: BLE001 - nothing may stop the sweep
+        rec["category"] = "error"
+        rec["detail"] = f"{type(e).__name__}: {_first_line(e)}"
+    rec["fallbacks"] = fallbacks
+    rec["seconds"] = round(time.perf_counter() - t0, 3)
+    return rec
+
+
+def run_sweep(ops: Iterable[str] | None = None, dtypes: Iterable[str] = tuple(DTYPES),
+              max_samples: int = DEFAULT_MAX_SAMPLES, timeout: float = DEFAULT_TIMEOUT,
+              progress: Callable[[dict], None] | bool | None = None,
+              done: set[tuple[str, str]] | None = None) -> list[dict]:
+    """Runs the harness and returns one record per (OpInfo, dtype) (see run_one).
+
+    ops: full OpInfo names (`name` or `name.variant_test_name`); None runs all of op_db. A bare
+    name also selects its variants only when no OpInfo has exactly that full name.
+    dtypes: names from DTYPES. An OpInfo supporting none of them on CPU gets one skipped record
+    with dtype "-". progress: a callable given each record, or True to print a line per record.
+    done: (op, dtype) pairs to leave out (resuming an earlier sweep)."""
+    op_db = load_op_db()
+    if ops is not None:
+        wanted = list(ops)
+        full = {op_full_name(o) for o in op_db}
+        selected = []
+        for o in op_db:
+            fn = op_full_name(o)
+            if fn in wanted or (o.name in wanted and o.name not in full):
+                selected.append(o)
+        missing = [w for w in wanted if w not in full and w not in {o.name for o in op_db}]
+        if missing:
+            raise ValueError(f"unknown OpInfo names: {missing}")
+    else:
+        selected = list(op_db)
+    dtypes = list(dtypes)
+    for d in dtypes:
+        if d not in DTYPES:
+            raise ValueError(f"unknown dtype {d!r}; choose from {list(DTYPES)}")
+    if progress is True:
+        progress = _print_progress
+    done = done or set()
+    records = []
+    for op in selected:
+        name = op_full_name(op)
+        try:
+            supported = op.supported_dtypes("cpu")
+        except Exception as e:  # noqa: BLE001
+            supported = set()
+        todo = [d for d in dtypes if DTYPES[d] in supported]
+        if not todo:
+            if (name, "-") in done:
+                continue
+            others = sorted(str(d).replace("torch.", "") for d in supported)
+            rec = {"op": name, "dtype": "-", "category": "skipped",
+                   "detail": "supports none of the swept dtypes on CPU"
+                   + (f" (only {', '.join(others)})" if others else ""),
+                   "fallbacks": {}, "samples": 0, "grad": False, "seconds": 0.0}
+            records.append(rec)
+            if progress:
+                progress(rec)
+            continue
+        for d in todo:
+            if (name, d) in done:
+                continue
+            rec = run_one(op, d, max_samples=max_samples, timeout=timeout)
+            records.append(rec)
+            if progress:
+                progress(rec)
+    return records
+
+
+def _print_progress(rec: dict) -> None:
+    print(f"{rec['op']:<45} {rec['dtype']:<9} {rec['category']:<19} {rec['seconds']:7.2f}s "
+          f"{rec['detail'][:120]}", flush=True)
+
+
+# ----------------------------------------------------------------------------------------------
+# Reports
+
+_ABBREV = {"pass-native": "native", "pass-with-fallback": "fallback", "mismatch": "MISMATCH",
+           "error": "ERROR", "skipped": "skip"}
+
+
+def write_json(records: list[dict], path: str, meta: dict | None = None) -> None:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump({"meta": meta or {}, "records": records}, f, indent=1)
+    os.replace(tmp, path)
+
+
+def read_json(path: str) -> tuple[list[dict], dict]:
+    with open(path) as f:
+        data = json.load(f)
+    return data["records"], data.get("meta", {})
+
+
+def summarize(records: list[dict]) -> dict:
+    """Totals per dtype and category, plus the float32 pass rates."""
+    totals: dict[str, dict[str, int]] = {}
+    for r in records:
+        totals.setdefault(r["dtype"], {c: 0 for c in CATEGORIES})[r["category"]] += 1
+    f32 = totals.get("float32", {c: 0 for c in CATEGORIES})
+    n = sum(f32.values())
+    native = f32["pass-native"]
+    either = native + f32["pass-with-fallback"]
+    return {"totals": totals, "float32_ops": n,
+            "float32_native_pct": 100.0 * native / n if n else 0.0,
+            "float32_native_or_fallback_pct": 100.0 * either / n if n else 0.0}
+
+
+def markdown_summary(records: list[dict], meta: dict | None = None) -> str:
+    meta = meta or {}
+    s = summarize(records)
+    dtypes_seen = [d for d in DTYPES if d in s["totals"]]
+    lines = ["# OpInfo conformance report", ""]
+    lines.append("Generated by `scripts/opinfo_sweep.sh` (`python -m torchtpu.testing.opinfo`): "
+                 "every OpInfo of PyTorch's `op_db` and each swept dtype it supports on CPU runs "
+                 f"its first {meta.get('max_samples', DEFAULT_MAX_SAMPLES)} sample inputs on "
+                 "`tpu` and on CPU, and the results are compared (float32 rtol 1e-4 / atol 1e-5, "
+                 "float16/bfloat16 rtol 1.6e-2 / atol 1e-2, integers and bool exactly; NaN/inf "
+                 "positions must match). For float32 OpInfos supporting autograd, the gradients "
+                 "of the sum of the float outputs w.r.t. the float inputs are compared too.")
+    lines.append("")
+    if meta.get("note"):
+        lines += [f"**Note:** {meta['note']}", ""]
+    for key, label in (("torch", "torch"), ("date", "date"), ("seconds", "sweep runtime (s)"),
+                       ("dtypes", "dtypes swept")):
+        if key in meta:
+            v = meta[key]
+            lines.append(f"- {label}: {', '.join(v) if isinstance(v, list) else v}")
+    lines.append(f"- OpInfos: {len({r['op'] for r in records})}")
+    lines.append("")
+    lines.append(f"**float32:** {s['float32_native_pct']:.1f}% of the {s['float32_ops']} "
+                 f"OpInfos supporting float32 pass natively; "
+                 f"{s['float32_native_or_fallback_pct']:.1f}% pass natively or with the CPU "
+                 "fallback.")
+    lines.append("")
+    lines.append("## Totals")
+    lines.append("")
+    cols = dtypes_seen + (["-"] if "-" in s["totals"] else [])
+    lines.append("| category | " + " | ".join("no swept dtype" if c == "-" else c for c in cols)
+                 + " |")
+    lines.append("|---" * (len(cols) + 1) + "|")
+    for c in CATEGORIES:
+        lines.append(f"| {c} | " + " | ".join(str(s["totals"][d][c]) for d in cols) + " |")
+    lines.append("| **total** | " + " | ".join(str(sum(s["totals"][d].values())) for d in cols)
+                 + " |")
+    lines.append("")
+
+    # Fallbacks.
+    fb_ops: dict[str, int] = {}
+    fb_users: dict[str, set] = {}
+    for r in records:
+        for k, v in r.get("fallbacks", {}).items():
+            fb_ops[k] = fb_ops.get(k, 0) + v
+            fb_users.setdefault(k, set()).add(r["op"])
+    lines.append("## CPU fallbacks")
+    lines.append("")
+    lines.append("Aten ops that ran through the CPU fallback, with the number of calls over the "
+                 "whole sweep and how many OpInfos hit them.")
+    lines.append("")
+    if fb_ops:
+        lines.append("| aten op | calls | OpInfos |")
+        lines.append("|---|---|---|")
+        for k, v in sorted(fb_ops.items(), key=lambda kv: (-len(fb_users[kv[0]]), -kv[1])):
+            lines.append(f"| `{k}` | {v} | {len(fb_users[k])} |")
+    else:
+        lines.append("(none)")
+    lines.append("")
+
+    # Per-op table.
+    by_op: dict[str, dict[str, dict]] = {}
+    for r in records:
+        by_op.setdefault(r["op"], {})[r["dtype"]] = r
+    lines.append("## Per-op results")
+    lines.append("")
+    lines.append("native = pass-native, fallback = pass-with-fallback, skip = skipped, "
+                 "`-` = dtype not supported by the OpInfo on CPU (or not swept). The detail "
+                 "column explains the first non-passing dtype (or the fallback ops).")
+    lines.append("")
+    lines.append("| op | " + " | ".join(dtypes_seen) + " | detail |")
+    lines.append("|---" * (len(dtypes_seen) + 2) + "|")
+    for name in sorted(by_op):
+        cells = by_op[name]
+        row = [_ABBREV[cells[d]["category"]] if d in cells else "-" for d in dtypes_seen]
+        detail = ""
+        if "-" in cells:
+            detail = cells["-"]["detail"]
+        else:
+            for d in dtypes_seen:
+                if d in cells and cells[d]["category"] not in ("pass-native",):
+                    detail = f"{d}: {cells[d]['detail']}"
+                    if cells[d]["category"] != "pass-with-fallback":
+                        break
+        detail = detail.replace("|", "\\|").replace("\n", " ")[:200]
+        lines.append(f"| {name} | " + " | ".join(row) + f" | {detail} |")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--ops", help="comma-separated OpInfo names (default: all of op_db)")
+    p.add_argument("--dtypes", default=",".join(DTYPES),
+                   help=f"comma-separated, from {','.join(DTYPES)}")
+    p.add_argument("--max-samples", type=int, default=DEFAULT_MAX_SAMPLES)
+    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
+                   help="seconds per (op, dtype) before it is recorded as 'error: timeout'")
+    p.add_argument("--out", help="JSON report path (written as the sweep goes)")
+    p.add_argument("--summary", help="markdown summary path ('-' prints it)")
+    p.add_argument("--resume", action="store_true",
+                   help="keep the records already in --out and run only the missing ones")
+    p.add_argument("--merge", nargs="*", default=[],
+                   help="JSON reports to merge in (later records replace earlier ones)")
+    p.add_argument("--note", default="", help="a note for the summary header")
+    p.add_argument("--no-run", action="store_true", help="only merge and write the summary")
+    p.add_argument("-q", "--quiet", action="store_true")
+    a = p.parse_args(argv)
+
+    records: list[dict] = []
+    meta: dict = {}
+    if a.resume and a.out and os.path.exists(a.out):
+        records, meta = read_json(a.out)
+    for path in a.merge:
+        more, m = read_json(path)
+        records += more
+        meta.setdefault("seconds", 0)
+        meta["seconds"] = round(meta.get("seconds", 0) + m.get("seconds", 0), 1)
+        meta["dtypes"] = sorted(set(meta.get("dtypes", [])) | set(m.get("dtypes", [])),
+                                key=list(DTYPES).index)
+        meta.setdefault("max_samples", m.get("max_samples"))
+    dtypes = [d for d in a.dtypes.split(",") if d]
+    meta.update({"torch": torch.__version__, "date": time.strftime("%Y-%m-%d %H:%M UTC",
+                                                                     time.gmtime()),
+                 "max_samples": a.max_samples})
+    if a.note:
+        meta["note"] = a.note
+    if not a.no_run:
+        meta["dtypes"] = sorted(set(meta.get("dtypes", [])) | set(dtypes),
+                                key=list(DTYPES).index)
+        done = {(r["op"], r["dtype"]) for r in records}
+        start = time.perf_counter()
+        base_seconds = meta.get("seconds", 0)
+        last_write = [time.perf_counter()]
+
+        def progress(rec):
+            records.append(rec)
+            if not a.quiet:
+                _print_progress(rec)
+            if a.out and time.perf_counter() - last_write[0] > 30:
+                meta["seconds"] = round(base_seconds + time.perf_counter() - start, 1)
+                write_json(records, a.out, meta)
+                last_write[0] = time.perf_counter()
+
+        run_sweep(ops=a.ops.split(",") if a.ops else None, dtypes=dtypes,
+                  max_samples=a.max_samples, timeout=a.timeout, progress=progress, done=done)
+        meta["seconds"] = round(base_seconds + time.perf_counter() - start, 1)
+    # Later records replace earlier ones for the same (op, dtype).
+    dedup: dict[tuple[str, str], dict] = {}
+    for r in records:
+        dedup[(r["op"], r["dtype"])] = r
+    # A "no swept dtype" record only stands for an op with no other record (merged sweeps over
+    # different dtype sets).
+    real = {op for (op, d) in dedup if d != "-"}
+    records = [r for (op, d), r in dedup.items() if d != "-" or op not in real]
+    if a.out:
+        write_json(records, a.out, meta)
+    if a.summary:
+        text = markdown_summary(records, meta)
+        if a.summary == "-":
+            print(text)
+        else:
+            with open(a.summary, "w") as f:
+                f.write(text)
+    s = summarize(records)
+    print(f"float32: {s['float32_native_pct']:.1f}% native, "
+          f"{s['float32_native_or_fallback_pct']:.1f}% native-or-fallback of "
+          f"{s['float32_ops']} OpInfos; totals {json.dumps(s['totals'])}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
