@@ -33,7 +33,14 @@ void register_lowered_kernels() {
       if (!op || op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) continue;
       // Composite-implicit ops decompose above the backend, and that is how they get their
       // gradients: a backend kernel would cut autograd off (true_divide lost its gradient).
-      if (op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd)) continue;
+      // Backward ops are the exception: autograd calls them but does not differentiate them
+      // (double backward aside), and their lowerings keep half-precision math in float32.
+      bool is_backward = name.name.size() > 9 &&
+                         name.name.compare(name.name.size() - 9, 9, "_backward") == 0;
+      if (op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd) &&
+          !is_backward) {
+        continue;
+      }
       if (!plan_for(*op).lowering) continue;
       std::string n = name.name.substr(6);
       if (!name.overload_name.empty()) n += "." + name.overload_name;

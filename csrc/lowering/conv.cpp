@@ -99,7 +99,10 @@ Params read_params(const LoweringContext& ctx, size_t nd) {
   return p;
 }
 
-// Regular convolution: x (N, Cin, *), w (Cout, Cin/g, *k) -> (N, Cout, *out).
+// Regular convolution: x (N, Cin, *), w (Cout, Cin/g, *k) -> (N, Cout, *out). The high
+// padding is derived from `out_shape`, so the same code serves grad_input of a transposed
+// convolution, whose input may be shorter than a full convolution of grad_output (when
+// output_padding >= stride, the last rows of grad_output feed no input element).
 Value conv_forward(FunctionBuilder& b, Value x, Value w, const Params& p,
                    const std::vector<int64_t>& out_shape, ElementType out_dtype) {
   size_t nd = static_cast<size_t>(x.rank() - 2);
@@ -107,7 +110,11 @@ Value conv_forward(FunctionBuilder& b, Value x, Value w, const Params& p,
   s.window_strides = p.stride;
   s.lhs_dilation = ones(nd);
   s.rhs_dilation = p.dilation;
-  for (size_t i = 0; i < nd; ++i) s.padding.push_back({p.padding[i], p.padding[i]});
+  for (size_t i = 0; i < nd; ++i) {
+    int64_t span = p.dilation[i] * (w.shape()[i + 2] - 1) + 1;
+    int64_t hi = (out_shape[i + 2] - 1) * p.stride[i] + span - x.shape()[i + 2] - p.padding[i];
+    s.padding.push_back({p.padding[i], hi});
+  }
   s.feature_group_count = p.groups;
   return conv(b, x, w, s, out_shape, out_dtype);
 }

@@ -14,9 +14,10 @@ bool is_half(ElementType t) { return t == ElementType::kBF16 || t == ElementType
 
 double keep_scale(double p) { return p >= 1 ? 0.0 : 1.0 / (1.0 - p); }
 
-// x * mask * scale, with the scale applied in f32 for half types (the CPU kernel's opmath).
+// x * mask * scale in the result's dtype (a bool gradient gives a float result), with the
+// scale applied in f32 for half types (the CPU kernel's opmath).
 Value apply_mask(FunctionBuilder& b, Value x, Value mask, double scale, const TensorType& out) {
-  ElementType ct = is_half(x.dtype()) ? ElementType::kF32 : x.dtype();
+  ElementType ct = is_half(out.dtype) ? ElementType::kF32 : out.dtype;
   Value xc = b.convert(x, ct);
   Value y = b.mul(b.mul(xc, b.convert(mask, ct)), b.constant(scale, xc.type));
   return coerce(b, y, out);

@@ -396,8 +396,16 @@ void native_batch_norm_kernel(const c10::OperatorHandle& op, torch::jit::Stack* 
   std::optional<at::Tensor> running_mean = s[first + 3].toOptional<at::Tensor>();
   std::optional<at::Tensor> running_var = s[first + 4].toOptional<at::Tensor>();
   bool training = s[first + 5].toBool();
-  if (!training || !running_mean || !running_mean->defined() || !running_var ||
-      !running_var->defined()) {
+  if (!training) {
+    // Like the CPU kernel, evaluation returns empty save_mean/save_invstd (the backward reads
+    // the running statistics instead).
+    aten::tpu_boxed_kernel(op, stack);
+    for (size_t i = s.size() - 2; i < s.size(); ++i) {
+      s[i] = at::empty({0}, s[i].toTensor().options());
+    }
+    return;
+  }
+  if (!running_mean || !running_mean->defined() || !running_var || !running_var->defined()) {
     return aten::tpu_boxed_kernel(op, stack);
   }
   auto r = at::_native_batch_norm_legit_functional(
