@@ -3,6 +3,8 @@
 #include <c10/util/Exception.h>
 
 #include <cstring>
+#include <mutex>
+#include <unordered_map>
 #include <sstream>
 
 #include "aten/host_transfer.h"
@@ -253,6 +255,43 @@ void Scanner::constant(const c10::IValue& v) {
   }
 }
 
+namespace {
+
+// Scalar arguments repeat (alpha=1, a learning rate, eps): their device buffers are immutable
+// once uploaded (programs never donate them), so the same value reuses the same buffer instead
+// of paying a host->device transfer on every op.
+device::BufferPtr cached_scalar_upload(uint64_t bits, ElementType dtype, int device) {
+  struct Key {
+    uint64_t bits;
+    int dtype;
+    int device;
+    bool operator==(const Key& o) const {
+      return bits == o.bits && dtype == o.dtype && device == o.device;
+    }
+  };
+  struct KeyHash {
+    size_t operator()(const Key& k) const {
+      return std::hash<uint64_t>()(k.bits * 31 + static_cast<uint64_t>(k.dtype) * 7 +
+                                   static_cast<uint64_t>(k.device));
+    }
+  };
+  static std::mutex m;
+  static std::unordered_map<Key, device::BufferPtr, KeyHash> cache;
+  constexpr size_t kMaxEntries = 1024;  // values beyond it (a sweep of distinct floats) just upload
+  Key key{bits, static_cast<int>(dtype), device};
+  {
+    std::lock_guard<std::mutex> g(m);
+    auto it = cache.find(key);
+    if (it != cache.end()) return it->second;
+  }
+  device::BufferPtr buf = upload(&bits, {}, dtype, device);
+  std::lock_guard<std::mutex> g(m);
+  if (cache.size() < kMaxEntries) cache.emplace(key, buf);
+  return buf;
+}
+
+}  // namespace
+
 device::BufferPtr scalar_buffer(const Param& p, int device) {
   union {
     bool b;
@@ -282,7 +321,7 @@ device::BufferPtr scalar_buffer(const Param& p, int device) {
       return upload(c.data_ptr(), {}, p.dtype, device);
     }
   }
-  return upload(&v, {}, p.dtype, device);
+  return cached_scalar_upload(v.u[0], p.dtype, device);
 }
 
 std::vector<device::BufferPtr> launch_program(const runtime::Program& program,

@@ -1,6 +1,6 @@
 // Indexing reads and writes on stablehlo.gather/scatter: advanced indexing (index.Tensor,
 // index_put with accumulate), the dim-wise scatters (scatter, scatter_add, scatter_reduce),
-// index_add/index_copy/index_fill and take/put.
+// index_add/index_copy/index_fill/index_reduce, masked_scatter and take/put.
 //
 // Advanced indexing moves the indexed dims to the front (a transpose), builds one
 // (broadcast shape..., k) coordinate tensor from the k index tensors, gathers or scatters
@@ -402,6 +402,17 @@ Value identity(FunctionBuilder& b, Reduce r, const TensorType& t) {
   return b.broadcast_to(v, t.shape);
 }
 
+// sum / count; integer means round toward -inf, like the CPU kernels' floor division.
+Value mean_of(FunctionBuilder& b, Value sum, Value count) {
+  Value q = b.div(sum, count);
+  if (shlo::is_float(sum.dtype())) return q;
+  Value rem = b.binary("stablehlo.remainder", sum, count);
+  Value zero = zeros(b, sum.type);
+  Value fix = b.binary("stablehlo.and", b.compare(rem, zero, CompareDirection::kNE),
+                       b.compare(sum, zero, CompareDirection::kLT));
+  return b.select(fix, b.sub(q, b.constant(1, q.type)), q);
+}
+
 // self.scatter*(dim, index, src) where `src` is a tensor of at least index's shape or a 0-d
 // value; reduce kNone replaces.
 Value scatter_dim(LoweringContext& ctx, Value self, int64_t dim, Value index, Value src,
@@ -442,17 +453,7 @@ Value scatter_dim(LoweringContext& ctx, Value self, int64_t dim, Value index, Va
     if (reduce == Reduce::kMean) {
       if (include_self) counts = b.add(counts, b.constant_int(1, ct));
       counts = b.select(hit, counts, b.constant_int(1, ct));
-      Value c = b.convert(counts, self.dtype());
-      Value q = b.div(r, c);
-      if (!shlo::is_float(self.dtype())) {
-        // Integer means round toward -inf, like the CPU kernel's floor division.
-        Value rem = b.binary("stablehlo.remainder", r, c);
-        Value zero = zeros(b, r.type);
-        Value fix = b.binary("stablehlo.and", b.compare(rem, zero, CompareDirection::kNE),
-                             b.compare(r, zero, CompareDirection::kLT));
-        q = b.select(fix, b.sub(q, b.constant(1, q.type)), q);
-      }
-      r = b.select(hit, q, self);
+      r = b.select(hit, mean_of(b, r, b.convert(counts, self.dtype())), self);
     }
     return scalar_self ? b.reshape(r, {}) : r;
   }
@@ -480,8 +481,10 @@ LoweringFn scatter_fn(bool scalar_src, bool has_reduce, Reduce fixed) {
 
 // ---- index_add / index_copy / index_fill ----
 
-// self with `source` slices written (or added, scaled by alpha) at `index` along `dim`.
-std::vector<Value> index_write(LoweringContext& ctx, bool add) {
+// self with `source` slices combined in at `index` along `dim`: written (kNone), added (kSum,
+// scaled by alpha when the op has one) or reduced (index_reduce's prod/mean/amax/amin, which
+// start from the reduction's identity instead of self when include_self is false).
+std::vector<Value> index_write(LoweringContext& ctx, Reduce reduce, bool include_self = true) {
   FunctionBuilder& b = ctx.b;
   const TensorType& out = ctx.out_type();
   Value self = ctx.tensor(0);
@@ -499,7 +502,7 @@ std::vector<Value> index_write(LoweringContext& ctx, bool add) {
     sshape[static_cast<size_t>(dim)] = k;
     source = b.reshape(source, sshape);
   }
-  if (add && ctx.num_args() > 4) {
+  if (reduce == Reduce::kSum && ctx.num_args() > 4) {
     size_t ai = ctx.index_of("alpha");
     Value alpha = ctx.operand(ai, self.dtype());
     source = b.mul(source, b.broadcast_to(alpha, source.shape()));
@@ -510,12 +513,60 @@ std::vector<Value> index_write(LoweringContext& ctx, bool add) {
   }
   Value st = b.transpose(source, perm);
   Value xt = b.transpose(self, perm);
-  Value idx = b.reshape(wrap_index(b, index, self.shape()[static_cast<size_t>(dim)]), {k, 1});
-  Value res = scatter(b, xt, idx, st, range(1, r), {0}, {0}, 1,
-                      add ? Combine(add_op) : Combine(replace_op));
+  int64_t size = self.shape()[static_cast<size_t>(dim)];
+  Value idx = b.reshape(wrap_index(b, index, size), {k, 1});
+  Value res;
+  if (reduce == Reduce::kNone || reduce == Reduce::kSum) {
+    res = scatter(b, xt, idx, st, range(1, r), {0}, {0}, 1, combine_for(reduce));
+  } else {
+    // How many slices each position along dim receives.
+    TensorType ct(ElementType::kS64, {size});
+    Value ones = b.broadcast_to(b.constant_int(1, TensorType(ElementType::kS64, {})), {k});
+    Value counts = scatter(b, zeros(b, ct), idx, ones, {}, {0}, {0}, 1, add_op);
+    Value hit = b.compare(counts, zeros(b, ct), CompareDirection::kGT);
+    Value hit_x = b.broadcast_in_dim(hit, xt.shape(), {0});
+    Value base = include_self ? xt : b.select(hit_x, identity(b, reduce, xt.type), xt);
+    res = scatter(b, base, idx, st, range(1, r), {0}, {0}, 1, combine_for(reduce));
+    if (reduce == Reduce::kMean) {
+      if (include_self) counts = b.add(counts, b.constant_int(1, ct));
+      counts = b.select(hit, counts, b.constant_int(1, ct));
+      Value c = b.broadcast_in_dim(b.convert(counts, xt.dtype()), xt.shape(), {0});
+      res = b.select(hit_x, mean_of(b, res, c), xt);
+    }
+  }
   res = b.transpose(res, inverse(perm));
   if (scalar_self) res = b.reshape(res, {});
   return {coerce(b, res, out)};
+}
+
+// index_reduce(self, dim, index, source, reduce, include_self)
+std::vector<Value> lower_index_reduce(LoweringContext& ctx) {
+  Reduce reduce = parse_reduce(ctx, ctx.arg(4).ivalue.toStringRef());
+  TORCH_CHECK(reduce != Reduce::kSum,
+              "index_reduce(): Expected reduce to be one of prod, mean, "
+              "amax or amin but got sum.");
+  return index_write(ctx, reduce, ctx.bool_arg(5));
+}
+
+// masked_scatter(self, mask, source): the i-th selected position takes source's i-th element
+// (row-major), found as the prefix count of the mask.
+std::vector<Value> lower_masked_scatter(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  const TensorType& out = ctx.out_type();
+  Value self = b.broadcast_to(ctx.tensor(0), out.shape);
+  Value mask = b.broadcast_to(b.convert(ctx.tensor(1), ElementType::kPred), out.shape);
+  Value source = ctx.tensor(2);
+  int64_t n = out.numel(), m = source.type.numel();
+  if (n == 0 || m == 0) return {coerce(b, self, out)};
+  Value mf = b.reshape(mask, {n});
+  Value rank = b.sub(prefix_sum(b, b.convert(mf, ElementType::kS64)),
+                     b.constant_int(1, TensorType(ElementType::kS64, {n})));
+  rank = b.clamp(b.constant_int(0, TensorType(ElementType::kS64, {})), rank,
+                 b.constant_int(m - 1, TensorType(ElementType::kS64, {})));
+  Value src = b.reshape(b.convert(source, out.dtype), {m});
+  Value picked =
+      gather(b, src, b.reshape(rank, {n, 1}), {}, {0}, {0}, 1, {1}, TensorType(out.dtype, {n}));
+  return {coerce(b, b.reshape(b.select(mf, picked, b.reshape(self, {n})), out.shape), out)};
 }
 
 // index_fill(self, dim, index, value): a select on "this position along dim is indexed".
@@ -586,8 +637,12 @@ TORCHTPU_LOWERING("aten::scatter.reduce", scatter_fn(false, true, Reduce::kNone)
 TORCHTPU_LOWERING("aten::scatter.value_reduce", scatter_fn(true, true, Reduce::kNone));
 TORCHTPU_LOWERING("aten::scatter_add", scatter_fn(false, false, Reduce::kSum));
 TORCHTPU_LOWERING("aten::scatter_reduce.two", scatter_fn(false, true, Reduce::kNone));
-TORCHTPU_LOWERING("aten::index_add", [](LoweringContext& ctx) { return index_write(ctx, true); });
-TORCHTPU_LOWERING("aten::index_copy", [](LoweringContext& ctx) { return index_write(ctx, false); });
+TORCHTPU_LOWERING("aten::index_add",
+                  [](LoweringContext& ctx) { return index_write(ctx, Reduce::kSum); });
+TORCHTPU_LOWERING("aten::index_copy",
+                  [](LoweringContext& ctx) { return index_write(ctx, Reduce::kNone); });
+TORCHTPU_LOWERING("aten::index_reduce", lower_index_reduce);
+TORCHTPU_LOWERING("aten::masked_scatter", lower_masked_scatter);
 TORCHTPU_LOWERING("aten::index_fill.int_Scalar", lower_index_fill);
 TORCHTPU_LOWERING("aten::index_fill.int_Tensor", lower_index_fill);
 TORCHTPU_LOWERING("aten::take", lower_take);

@@ -1,6 +1,6 @@
 // Resampling, edge padding and patch extraction: upsample nearest / nearest-exact /
 // (bi/tri)linear / bicubic, reflection / replication padding (forward and backward), and
-// im2col / col2im (F.unfold / F.fold, each the other's gradient).
+// im2col / col2im (F.unfold / F.fold, each the other's gradient) and channel_shuffle.
 //
 // Resampling and padding move data along each spatial dim independently, by source positions
 // that depend only on shapes and scale attributes. Those positions (and interpolation weights)
@@ -421,8 +421,28 @@ std::vector<Value> lower_col2im(LoweringContext& ctx) {
   return {coerce(b, b.reshape(r, out.shape), out)};
 }
 
+// channel_shuffle(self, groups): (N, g, C/g, *) -> (N, C/g, g, *).
+std::vector<Value> lower_channel_shuffle(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  const TensorType& out = ctx.out_type();
+  Value x = ctx.tensor(0);
+  int64_t g = ctx.int_arg(1);
+  TORCH_CHECK(x.rank() >= 3 && g > 0 && x.shape()[1] % g == 0,
+              "Number of channels must be "
+              "divisible by groups. Got ",
+              x.rank() >= 2 ? x.shape()[1] : 0, " channels and ", g, " groups.");
+  std::vector<int64_t> split{x.shape()[0], g, x.shape()[1] / g}, perm{0, 2, 1};
+  for (int64_t d = 2; d < x.rank(); ++d) {
+    split.push_back(x.shape()[static_cast<size_t>(d)]);
+    perm.push_back(d + 1);
+  }
+  return {coerce(b, b.reshape(b.transpose(b.reshape(x, split), perm), x.shape()), out)};
+}
+
 TORCHTPU_LOWERING("aten::upsample_nearest1d", upsample(Mode::kNearest, 1));
 TORCHTPU_LOWERING("aten::im2col", lower_im2col);
+TORCHTPU_LOWERING("aten::channel_shuffle", lower_channel_shuffle);
+TORCHTPU_LOWERING("aten::native_channel_shuffle", lower_channel_shuffle);
 TORCHTPU_LOWERING("aten::col2im", lower_col2im);
 TORCHTPU_LOWERING("aten::upsample_nearest2d", upsample(Mode::kNearest, 2));
 TORCHTPU_LOWERING("aten::upsample_nearest3d", upsample(Mode::kNearest, 3));

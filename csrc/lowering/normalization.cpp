@@ -112,7 +112,9 @@ struct BatchNormArgs {
 };
 
 // out, save_mean, save_invstd and, when `update`, the new running mean and variance.
-std::vector<Value> batch_norm(LoweringContext& ctx, const BatchNormArgs& a, bool update) {
+// `stats_out`: the index of the running-mean output among the op's outputs.
+std::vector<Value> batch_norm(LoweringContext& ctx, const BatchNormArgs& a, bool update,
+                              size_t stats_out = 3) {
   FunctionBuilder& b = ctx.b;
   Value x_in = ctx.tensor(0);
   ElementType acc = acc_type(x_in.dtype());
@@ -149,7 +151,9 @@ std::vector<Value> batch_norm(LoweringContext& ctx, const BatchNormArgs& a, bool
   if (auto bias = channel(ctx, a.bias, acc, x.shape(), 1)) y = b.add(y, *bias);
   std::vector<Value> out{coerce(b, y, ctx.out_type(0)), coerce(b, mean, ctx.out_type(1)),
                          coerce(b, invstd, ctx.out_type(2))};
-  for (size_t i = 0; i < r.size(); ++i) out.push_back(coerce(b, r[i], ctx.out_type(3 + i)));
+  for (size_t i = 0; i < r.size(); ++i) {
+    out.push_back(coerce(b, r[i], ctx.out_type(stats_out + i)));
+  }
   return out;
 }
 
@@ -186,6 +190,28 @@ std::vector<Value> lower_batch_norm_no_stats(LoweringContext& ctx) {
               ": evaluation mode needs running statistics");
   BatchNormArgs a{1, 2, 0, 0, true, ctx.double_arg(4), ctx.double_arg(5)};
   return batch_norm(ctx, a, false);
+}
+
+// The empty uint8 `reserve` output of the _batch_norm_with_update family (cuDNN's workspace).
+Value empty_reserve(LoweringContext& ctx, size_t i) { return zeros(ctx.b, ctx.out_type(i)); }
+
+// _batch_norm_with_update_functional(input, weight, bias, running_mean, running_var, momentum,
+//                                    eps) -> (out, save_mean, save_rstd, reserve,
+//                                             running_mean_out, running_var_out)
+std::vector<Value> lower_batch_norm_with_update_functional(LoweringContext& ctx) {
+  BatchNormArgs a{1, 2, 3, 4, true, ctx.double_arg(5), ctx.double_arg(6)};
+  std::vector<Value> r = batch_norm(ctx, a, true, 4);
+  return {r[0], r[1], r[2], empty_reserve(ctx, 3), r[3], r[4]};
+}
+
+// _batch_norm_no_update(input, weight, bias, running_mean, running_var, momentum, eps)
+//   -> (out, save_mean, save_rstd, reserve): running statistics when given, else batch ones.
+std::vector<Value> lower_batch_norm_no_update(LoweringContext& ctx) {
+  bool stats = !ctx.is_none(3) && !ctx.is_none(4);
+  BatchNormArgs a{1, 2, 3, 4, !stats, ctx.double_arg(5), ctx.double_arg(6)};
+  std::vector<Value> r = batch_norm(ctx, a, false);
+  r.push_back(empty_reserve(ctx, 3));
+  return r;
 }
 
 c10::List<bool> output_mask(const LoweringContext& ctx) {
@@ -370,7 +396,12 @@ TORCHTPU_LOWERING("aten::native_batch_norm", lower_native_batch_norm);
 TORCHTPU_LOWERING("aten::_native_batch_norm_legit_functional", lower_batch_norm_functional);
 TORCHTPU_LOWERING("aten::_native_batch_norm_legit_no_training", lower_batch_norm_no_training);
 TORCHTPU_LOWERING("aten::_native_batch_norm_legit.no_stats", lower_batch_norm_no_stats);
+TORCHTPU_LOWERING("aten::_batch_norm_with_update_functional",
+                  lower_batch_norm_with_update_functional);
+TORCHTPU_LOWERING("aten::_batch_norm_no_update", lower_batch_norm_no_update);
 TORCHTPU_LOWERING("aten::native_batch_norm_backward", lower_batch_norm_backward);
+// Same arguments up to output_mask (save_var holds the inverse std, update means training).
+TORCHTPU_LOWERING("aten::batch_norm_backward", lower_batch_norm_backward);
 TORCHTPU_LOWERING("aten::native_layer_norm", lower_layer_norm);
 TORCHTPU_LOWERING("aten::native_layer_norm_backward", lower_layer_norm_backward);
 TORCHTPU_LOWERING("aten::native_group_norm", lower_group_norm);
@@ -382,9 +413,9 @@ TORCHTPU_LOWERING("aten::native_group_norm_backward", lower_group_norm_backward)
 // ---- eager glue ----
 // Two things the generic eager kernel cannot express yet, handled by explicit tpu kernels that
 // still run the lowerings above:
-//  - native_batch_norm updates running_mean/running_var in place although its schema does not
-//    say so: training with running stats runs the functional form and copies the new stats
-//    back into the caller's tensors.
+//  - batch norm updates running_mean/running_var in place while also returning fresh tensors
+//    (native_batch_norm without even saying so in its schema): training with running stats
+//    runs the functional form and copies the new stats back into the caller's tensors.
 //  - the *_backward ops return None for outputs that output_mask leaves out, which the eager
 //    kernel cannot type: the kernels ask for every output and drop the unrequested ones.
 namespace torchtpu::lowering {
@@ -418,6 +449,44 @@ void native_batch_norm_kernel(const c10::OperatorHandle& op, torch::jit::Stack* 
   s.emplace_back(std::get<0>(r));
   s.emplace_back(std::get<1>(r));
   s.emplace_back(std::get<2>(r));
+}
+
+// _native_batch_norm_legit(input, weight, bias, running_mean(a!), running_var(b!), training,
+// momentum, eps) and _batch_norm_with_update(input, weight, bias, running_mean(a!),
+// running_var(b!), momentum, eps) update the statistics in place and return fresh tensors:
+// their functional forms return both, and the statistics are copied back.
+void batch_norm_update_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  torch::jit::Stack& s = *stack;
+  const size_t first = s.size() - op.schema().arguments().size();
+  bool legit = op.schema().name() == "aten::_native_batch_norm_legit";
+  at::Tensor input = s[first].toTensor();
+  auto weight = s[first + 1].toOptional<at::Tensor>();
+  auto bias = s[first + 2].toOptional<at::Tensor>();
+  at::Tensor running_mean = s[first + 3].toTensor();
+  at::Tensor running_var = s[first + 4].toTensor();
+  bool training = legit ? s[first + 5].toBool() : true;
+  double momentum = s[first + (legit ? 6 : 5)].toDouble();
+  double eps = s[first + (legit ? 7 : 6)].toDouble();
+  std::vector<at::Tensor> outs;
+  if (legit && !training) {
+    auto r = at::_native_batch_norm_legit_no_training(input, weight, bias, running_mean,
+                                                      running_var, momentum, eps);
+    outs = {std::get<0>(r), std::get<1>(r), std::get<2>(r)};
+  } else if (legit) {
+    auto r = at::_native_batch_norm_legit_functional(input, weight, bias, running_mean, running_var,
+                                                     true, momentum, eps);
+    running_mean.copy_(std::get<3>(r));
+    running_var.copy_(std::get<4>(r));
+    outs = {std::get<0>(r), std::get<1>(r), std::get<2>(r)};
+  } else {
+    auto r = at::_batch_norm_with_update_functional(input, weight, bias, running_mean, running_var,
+                                                    momentum, eps);
+    running_mean.copy_(std::get<4>(r));
+    running_var.copy_(std::get<5>(r));
+    outs = {std::get<0>(r), std::get<1>(r), std::get<2>(r), std::get<3>(r)};
+  }
+  s.erase(s.begin() + static_cast<std::ptrdiff_t>(first), s.end());
+  for (at::Tensor& t : outs) s.emplace_back(std::move(t));
 }
 
 // Runs `op` with every output_mask entry set, then blanks the outputs nobody asked for.
@@ -459,7 +528,13 @@ void layer_norm_fixup(torch::jit::Stack& s, size_t first) {
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("native_batch_norm",
          torch::CppFunction::makeFromBoxedFunction<&native_batch_norm_kernel>());
+  m.impl("_native_batch_norm_legit",
+         torch::CppFunction::makeFromBoxedFunction<&batch_norm_update_kernel>());
+  m.impl("_batch_norm_with_update",
+         torch::CppFunction::makeFromBoxedFunction<&batch_norm_update_kernel>());
   m.impl("native_batch_norm_backward",
+         torch::CppFunction::makeFromBoxedFunction<&all_outputs_kernel<&no_fixup>>());
+  m.impl("batch_norm_backward",
          torch::CppFunction::makeFromBoxedFunction<&all_outputs_kernel<&no_fixup>>());
   m.impl("native_group_norm_backward",
          torch::CppFunction::makeFromBoxedFunction<&all_outputs_kernel<&no_fixup>>());

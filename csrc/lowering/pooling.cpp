@@ -9,6 +9,8 @@
 // in. Gradients of max pooling scatter-add into the recorded indices; gradients of average
 // pooling are the transpose of the window sum (interior padding by stride - 1, then a window
 // sum of the kernel size). Adaptive average pooling is a product of per-dim averaging matrices.
+// max_unpool writes values back at recorded indices (the same scatter as max pooling's
+// gradient).
 #include <c10/util/Exception.h>
 
 #include <algorithm>
@@ -225,8 +227,9 @@ LoweringFn max_pool(size_t nd) {
 
 // grad_input[plane, indices[plane, j]] += grad_output[plane, j]: a scatter-add over
 // (plane, flat index) coordinates, accumulated in f32 for half types.
+// With `add` false the values are written instead (max_unpool).
 Value scatter_planes(FunctionBuilder& b, Value grad, Value indices, const TensorType& in_type,
-                     size_t lead) {
+                     size_t lead, bool add = true) {
   ElementType acc = acc_type(in_type.dtype);
   std::vector<int64_t> lead_shape(in_type.shape.begin(),
                                   in_type.shape.begin() + static_cast<int64_t>(lead));
@@ -247,8 +250,8 @@ Value scatter_planes(FunctionBuilder& b, Value grad, Value indices, const Tensor
                  "inserted_window_dims = [0, 1], scatter_dims_to_operand_dims = [0, 1], "
                  "index_vector_dim = 1>, unique_indices = false",
                  {{{scalar, scalar},
-                   [](FunctionBuilder& rb, const std::vector<Value>& a) -> std::vector<Value> {
-                     return {rb.add(a[0], a[1])};
+                   [add](FunctionBuilder& rb, const std::vector<Value>& a) -> std::vector<Value> {
+                     return {add ? rb.add(a[0], a[1]) : a[1]};
                    }}})[0];
   return b.convert(b.reshape(r, in_type.shape), in_type.dtype);
 }
@@ -264,6 +267,17 @@ LoweringFn max_pool_backward(size_t nd) {
     size_t lead = static_cast<size_t>(x.rank()) - nd;
     return {
         coerce(ctx.b, scatter_planes(ctx.b, grad, indices, out.with_dtype(x.dtype()), lead), out)};
+  };
+}
+
+// max_unpool{2,3}d(self, indices, output_size[, stride, padding]): every value lands at its
+// recorded flat index within its plane of the output; the rest is zero.
+LoweringFn max_unpool(size_t nd) {
+  return [nd](LoweringContext& ctx) -> std::vector<Value> {
+    Value x = ctx.tensor(0);
+    const TensorType& out = ctx.out_type();
+    size_t lead = static_cast<size_t>(out.rank()) - nd;
+    return {coerce(ctx.b, scatter_planes(ctx.b, x, ctx.tensor(1), out, lead, false), out)};
   };
 }
 
@@ -506,6 +520,8 @@ TORCHTPU_LOWERING("aten::max_pool2d_with_indices", max_pool(2));
 TORCHTPU_LOWERING("aten::max_pool3d_with_indices", max_pool(3));
 TORCHTPU_LOWERING("aten::max_pool2d_with_indices_backward", max_pool_backward(2));
 TORCHTPU_LOWERING("aten::max_pool3d_with_indices_backward", max_pool_backward(3));
+TORCHTPU_LOWERING("aten::max_unpool2d", max_unpool(2));
+TORCHTPU_LOWERING("aten::max_unpool3d", max_unpool(3));
 TORCHTPU_LOWERING("aten::avg_pool2d", avg_pool(2));
 TORCHTPU_LOWERING("aten::avg_pool3d", avg_pool(3));
 TORCHTPU_LOWERING("aten::avg_pool2d_backward", avg_pool_backward(2));

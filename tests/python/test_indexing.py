@@ -225,3 +225,38 @@ def test_take_and_put():
     torch.testing.assert_close(
         X.to(DEV).put(pi.to(DEV), torch.ones(3, device=DEV), accumulate=True).cpu(),
         X.put(pi, torch.ones(3), accumulate=True))
+
+
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("reduce", ["prod", "mean", "amax", "amin"])
+def test_index_reduce_forward_backward(reduce, include_self):
+    s, src = torch.randn(5, 3), torch.rand(4, 3) + 0.5
+    idx = torch.tensor([0, 0, 2, 4])
+    sc, cc = s.clone().requires_grad_(), src.clone().requires_grad_()
+    st, ct = s.to(DEV).requires_grad_(), src.to(DEV).requires_grad_()
+    yc = sc.index_reduce(0, idx, cc, reduce, include_self=include_self)
+    yt = st.index_reduce(0, idx.to(DEV), ct, reduce, include_self=include_self)
+    torch.testing.assert_close(yt.cpu(), yc)
+    if include_self:  # CPU's backward requires include_self for amax/amin
+        yc.sum().backward()
+        yt.sum().backward()
+        torch.testing.assert_close(st.grad.cpu(), sc.grad)
+        torch.testing.assert_close(ct.grad.cpu(), cc.grad)
+
+
+def test_index_reduce_integer_mean_rounds_down():
+    si = torch.arange(-7, 8).view(5, 3)
+    idx, src = torch.tensor([0, 0, 2, 4]), torch.full((4, 3), 2)
+    torch.testing.assert_close(si.to(DEV).index_reduce(0, idx.to(DEV), src.to(DEV), "mean").cpu(),
+                               si.index_reduce(0, idx, src, "mean"))
+
+
+def test_masked_scatter():
+    mask = torch.rand(3, 4, generator=torch.Generator().manual_seed(4)) > 0.5
+    src = torch.randn(24)
+    torch.testing.assert_close(X[:3, :4, 0].to(DEV).masked_scatter(mask.to(DEV), src.to(DEV)).cpu(),
+                               X[:3, :4, 0].masked_scatter(mask, src))
+    z, zt = torch.zeros(2, 3, 4), torch.zeros(2, 3, 4, device=DEV)
+    z.masked_scatter_(mask, src)  # the mask broadcasts over the leading dim
+    zt.masked_scatter_(mask.to(DEV), src.to(DEV))
+    torch.testing.assert_close(zt.cpu(), z)

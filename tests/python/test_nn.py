@@ -173,6 +173,15 @@ def test_max_pool_ties_and_nan_pick_like_cpu():
     assert torch.equal(idx.cpu(), ref_idx)
 
 
+def test_max_unpool():
+    x = torch.randn(1, 2, 5, 6)
+    y, idx = F.max_pool2d(x, 2, return_indices=True)
+    _check(lambda t: F.max_unpool2d(t, idx.to(t.device), 2, output_size=(5, 6)), y)
+    x3 = torch.randn(1, 2, 4, 4, 4)
+    y3, idx3 = F.max_pool3d(x3, 2, return_indices=True)
+    _check(lambda t: F.max_unpool3d(t, idx3.to(t.device), 2), y3)
+
+
 # ---- normalization ----
 
 
@@ -240,6 +249,32 @@ def test_batch_norm_updates_running_stats_over_steps():
     torch.testing.assert_close(mt.running_mean.cpu(), m.running_mean)
     torch.testing.assert_close(mt.running_var.cpu(), m.running_var)
     assert mt.num_batches_tracked.item() == 3
+
+
+@pytest.mark.parametrize("op", ["legit-train", "legit-eval", "with_update", "no_update"])
+def test_batch_norm_internal_variants(op):
+    # The forms torch.export / compiled graphs and some callers use directly.
+    x, w, b = torch.randn(4, 3, 5), torch.rand(3) + 0.5, torch.randn(3)
+    rm, rv = torch.randn(3) * 0.1, torch.rand(3) + 0.5
+    rmt, rvt = rm.to(DEV), rv.to(DEV)
+    fn = {
+        "legit-train": lambda *a: torch.ops.aten._native_batch_norm_legit(*a, True, 0.1, 1e-5),
+        "legit-eval": lambda *a: torch.ops.aten._native_batch_norm_legit(*a, False, 0.1, 1e-5),
+        "with_update": lambda *a: torch.ops.aten._batch_norm_with_update(*a, 0.1, 1e-5),
+        "no_update": lambda *a: torch.ops.aten._batch_norm_no_update(*a, 0.1, 1e-5),
+    }[op]
+    out_c = fn(x, w, b, rm, rv)
+    out_t = fn(x.to(DEV), w.to(DEV), b.to(DEV), rmt, rvt)
+    torch.testing.assert_close(out_t[0].cpu(), out_c[0])
+    torch.testing.assert_close(rmt.cpu(), rm)
+    torch.testing.assert_close(rvt.cpu(), rv)
+    if op == "with_update":
+        xc, xt = x.clone().requires_grad_(), x.to(DEV).requires_grad_()
+        out = torch.ops.aten._batch_norm_with_update(xc, w, b, rm, rv, 0.1, 1e-5)[0]
+        out.pow(2).sum().backward()
+        torch.ops.aten._batch_norm_with_update(xt, w.to(DEV), b.to(DEV), rmt, rvt, 0.1,
+                                               1e-5)[0].pow(2).sum().backward()
+        torch.testing.assert_close(xt.grad.cpu(), xc.grad)
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
@@ -363,6 +398,10 @@ FOLD_CASES = [
 def test_unfold_fold(case):
     fn, shape, kw = case
     _check(fn, torch.randn(shape), **kw)
+
+
+def test_channel_shuffle():
+    _check(lambda t: F.channel_shuffle(t, 3), torch.randn(2, 6, 3, 3))
 
 
 # ---- integer inputs and dtypes the CPU kernels refuse ----
