@@ -5,7 +5,7 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 need=()
-for p in cmake ninja-build ccache g++ libgtest-dev; do
+for p in cmake ninja-build ccache g++ libgtest-dev clang-format; do
   dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then

@@ -4,8 +4,8 @@
 
 #include <cstring>
 #include <mutex>
-#include <unordered_map>
 #include <sstream>
+#include <unordered_map>
 
 #include "aten/host_transfer.h"
 #include "device/current_device.h"

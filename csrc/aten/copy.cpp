@@ -62,8 +62,8 @@ at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
                 self.device());
     at::Tensor host = src.to(self.scalar_type()).expand(self.sizes()).contiguous();
     int dev = self.device().index();
-    device::BufferPtr buf =
-        upload(host.data_ptr(), self.sizes().vec(), lowering::to_element_type(self.scalar_type()), dev);
+    device::BufferPtr buf = upload(host.data_ptr(), self.sizes().vec(),
+                                   lowering::to_element_type(self.scalar_type()), dev);
     if (covers_storage(self)) {
       device::handle_of(self)->set_buffer(std::move(buf), self.sizes().vec(),
                                           lowering::to_element_type(self.scalar_type()));
@@ -103,14 +103,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 TORCH_LIBRARY(torchtpu, m) { m.def("contiguous_copy(Tensor self) -> Tensor"); }
 
 TORCH_LIBRARY_IMPL(torchtpu, Meta, m) {
-  m.impl("contiguous_copy", [](const at::Tensor& self) {
-    return at::empty(self.sizes(), self.options());
-  });
+  m.impl("contiguous_copy",
+         [](const at::Tensor& self) { return at::empty(self.sizes(), self.options()); });
 }
 
 TORCH_LIBRARY_IMPL(torchtpu, PrivateUse1, m) {
-  m.impl("contiguous_copy",
-         torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());
+  m.impl("contiguous_copy", torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());
 }
 
 // The views are already gathered when a lowering sees its inputs: both are identities.

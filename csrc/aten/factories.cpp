@@ -15,8 +15,8 @@ void check_dtype(c10::ScalarType t) {
 }
 
 at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
-                               std::optional<c10::Layout> layout,
-                               std::optional<c10::Device> device, std::optional<bool> pin_memory,
+                               std::optional<c10::Layout> layout, std::optional<c10::Device> device,
+                               std::optional<bool> pin_memory,
                                std::optional<c10::MemoryFormat> memory_format) {
   c10::ScalarType t = dtype.value_or(c10::typeMetaToScalarType(c10::get_default_dtype()));
   check_dtype(t);

@@ -88,9 +88,8 @@ GraphStats GraphExecutable::stats() const {
   return stats_;
 }
 
-std::shared_ptr<GraphExecutable::Entry> GraphExecutable::build(CallState& state,
-                                                               const std::vector<at::Tensor>& inputs,
-                                                               const std::string& why) {
+std::shared_ptr<GraphExecutable::Entry> GraphExecutable::build(
+    CallState& state, const std::vector<at::Tensor>& inputs, const std::string& why) {
   auto entry = std::make_shared<Entry>();
   shlo::ModuleBuilder module;
   auto& b = module.main();
@@ -99,8 +98,8 @@ std::shared_ptr<GraphExecutable::Entry> GraphExecutable::build(CallState& state,
     auto& slot = pvals[static_cast<size_t>(index)];
     if (!slot) {
       const Param& p = state.params[static_cast<size_t>(index)];
-      TensorType t = p.kind == Param::Kind::kStorage ? TensorType(p.dtype, p.dims)
-                                                     : TensorType(p.dtype, {});
+      TensorType t =
+          p.kind == Param::Kind::kStorage ? TensorType(p.dtype, p.dims) : TensorType(p.dtype, {});
       slot = b.add_argument(t);
       entry->used_params.push_back(index);
     }
@@ -134,9 +133,10 @@ std::shared_ptr<GraphExecutable::Entry> GraphExecutable::build(CallState& state,
     // Each random op of the graph draws from its own stream of the launch's (seed, offset).
     Value state2 = *rng;
     if (rng_uses > 0) {
-      Value bump = b.concatenate({b.constant_int(0, TensorType(ElementType::kU64, {1})),
-                                  b.constant_int(int64_t{rng_uses} << 32, TensorType(ElementType::kU64, {1}))},
-                                 0);
+      Value bump = b.concatenate(
+          {b.constant_int(0, TensorType(ElementType::kU64, {1})),
+           b.constant_int(int64_t{rng_uses} << 32, TensorType(ElementType::kU64, {1}))},
+          0);
       state2 = b.add(state2, bump);
     }
     ++rng_uses;
@@ -213,12 +213,11 @@ std::shared_ptr<GraphExecutable::Entry> GraphExecutable::build(CallState& state,
     } catch (const c10::NotImplementedError&) {
       throw;
     } catch (const c10::Error& e) {
-      TORCH_CHECK(false, "torchtpu: lowering ", node.name, " in graph ", name_, " failed: ",
-                  e.what_without_backtrace());
+      TORCH_CHECK(false, "torchtpu: lowering ", node.name, " in graph ", name_,
+                  " failed: ", e.what_without_backtrace());
     }
     TORCH_CHECK(results.size() == node.out_types.size(), "torchtpu: lowering of ", node.name,
-                " returned ", results.size(), " values, the graph expects ",
-                node.out_types.size());
+                " returned ", results.size(), " values, the graph expects ", node.out_types.size());
     for (size_t k = 0; k < results.size(); ++k) {
       TORCH_CHECK(results[k].type == node.out_types[k], "torchtpu: lowering of ", node.name,
                   " produced ", results[k].type.str(), " but the graph expects ",
@@ -263,8 +262,8 @@ std::shared_ptr<GraphExecutable::Entry> GraphExecutable::build(CallState& state,
         pvals[static_cast<size_t>(d.param)]->type == stored.type) {
       for (size_t k = 0; k < entry->used_params.size(); ++k) {
         if (entry->used_params[k] == d.param) {
-          b.set_argument_attrs(k, "tf.aliasing_output = " + std::to_string(program_outputs.size()) +
-                                      " : i32");
+          b.set_argument_attrs(
+              k, "tf.aliasing_output = " + std::to_string(program_outputs.size()) + " : i32");
         }
       }
     }
@@ -331,7 +330,8 @@ std::vector<c10::IValue> GraphExecutable::run(const std::vector<at::Tensor>& inp
       static_cast<device::StorageHandle*>(p.storage->data_ptr().get_context())
           ->set_buffer(std::move(outputs[k]), o.dims, o.element_type);
     } else {
-      fresh[static_cast<size_t>(o.index)] = wrap_buffer(std::move(outputs[k]), o.dims, o.dtype, dev);
+      fresh[static_cast<size_t>(o.index)] =
+          wrap_buffer(std::move(outputs[k]), o.dims, o.dtype, dev);
     }
   }
   std::vector<c10::IValue> results;

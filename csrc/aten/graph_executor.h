@@ -19,8 +19,8 @@ namespace torchtpu::aten {
 struct GraphArg {
   enum class Kind { kInput, kNode, kList, kConst, kNone };
   Kind kind = Kind::kNone;
-  int index = 0;   // kInput: graph input; kNode: node
-  int output = 0;  // kNode: which of the node's outputs
+  int index = 0;                // kInput: graph input; kNode: node
+  int output = 0;               // kNode: which of the node's outputs
   std::vector<GraphArg> items;  // kList
   c10::IValue constant;         // kConst
 };
@@ -42,7 +42,8 @@ struct GraphStats {
 
 class GraphExecutable {
  public:
-  GraphExecutable(std::string name, int num_inputs) : name_(std::move(name)), num_inputs_(num_inputs) {}
+  GraphExecutable(std::string name, int num_inputs)
+      : name_(std::move(name)), num_inputs_(num_inputs) {}
   // Returns the node index. Throws c10::NotImplementedError when the op has no lowering.
   int add_node(const std::string& op, const std::string& overload, std::vector<GraphArg> args,
                std::vector<lowering::TensorType> out_types);

@@ -14,26 +14,39 @@ namespace torchtpu::aten {
 namespace {
 
 [[noreturn]] void rethrow(const pjrt::Error& e, const char* what) {
-  TORCH_CHECK_WITH(OutOfMemoryError, !e.is_out_of_memory(), "torchtpu: out of device memory ",
-                   what, ": ", e.what());
+  TORCH_CHECK_WITH(OutOfMemoryError, !e.is_out_of_memory(), "torchtpu: out of device memory ", what,
+                   ": ", e.what());
   TORCH_CHECK(false, "torchtpu: ", what, " failed: ", e.what());
 }
 
 PJRT_Buffer_Type pjrt_type(shlo::ElementType t) {
   switch (t) {
-    case shlo::ElementType::kPred: return PJRT_Buffer_Type_PRED;
-    case shlo::ElementType::kS8: return PJRT_Buffer_Type_S8;
-    case shlo::ElementType::kS16: return PJRT_Buffer_Type_S16;
-    case shlo::ElementType::kS32: return PJRT_Buffer_Type_S32;
-    case shlo::ElementType::kS64: return PJRT_Buffer_Type_S64;
-    case shlo::ElementType::kU8: return PJRT_Buffer_Type_U8;
-    case shlo::ElementType::kU16: return PJRT_Buffer_Type_U16;
-    case shlo::ElementType::kU32: return PJRT_Buffer_Type_U32;
-    case shlo::ElementType::kU64: return PJRT_Buffer_Type_U64;
-    case shlo::ElementType::kF16: return PJRT_Buffer_Type_F16;
-    case shlo::ElementType::kBF16: return PJRT_Buffer_Type_BF16;
-    case shlo::ElementType::kF32: return PJRT_Buffer_Type_F32;
-    case shlo::ElementType::kF64: return PJRT_Buffer_Type_F64;
+    case shlo::ElementType::kPred:
+      return PJRT_Buffer_Type_PRED;
+    case shlo::ElementType::kS8:
+      return PJRT_Buffer_Type_S8;
+    case shlo::ElementType::kS16:
+      return PJRT_Buffer_Type_S16;
+    case shlo::ElementType::kS32:
+      return PJRT_Buffer_Type_S32;
+    case shlo::ElementType::kS64:
+      return PJRT_Buffer_Type_S64;
+    case shlo::ElementType::kU8:
+      return PJRT_Buffer_Type_U8;
+    case shlo::ElementType::kU16:
+      return PJRT_Buffer_Type_U16;
+    case shlo::ElementType::kU32:
+      return PJRT_Buffer_Type_U32;
+    case shlo::ElementType::kU64:
+      return PJRT_Buffer_Type_U64;
+    case shlo::ElementType::kF16:
+      return PJRT_Buffer_Type_F16;
+    case shlo::ElementType::kBF16:
+      return PJRT_Buffer_Type_BF16;
+    case shlo::ElementType::kF32:
+      return PJRT_Buffer_Type_F32;
+    case shlo::ElementType::kF64:
+      return PJRT_Buffer_Type_F64;
   }
   return PJRT_Buffer_Type_INVALID;
 }
@@ -46,7 +59,8 @@ device::BufferPtr upload(const void* data, const std::vector<int64_t>& dims,
   try {
     auto buf = rt.client().buffer_from_host(data, pjrt_type(dtype), dims, rt.device(device));
     runtime::metrics().h2d_transfers++;
-    runtime::metrics().h2d_bytes += lowering::numel_of(dims) * std::max(1, shlo::bit_width(dtype) / 8);
+    runtime::metrics().h2d_bytes +=
+        lowering::numel_of(dims) * std::max(1, shlo::bit_width(dtype) / 8);
     return device::BufferPtr(std::move(buf));
   } catch (const pjrt::Error& e) {
     rethrow(e, "copying to the device");

@@ -98,8 +98,8 @@ OpPlan make_plan(const c10::OperatorHandle& op) {
       if (is_write(schema.arguments()[i])) plan.mutated_args.push_back(i);
     }
     if (!plan.mutated_args.empty()) {
-      plan.variant = schema.arguments()[plan.mutated_args[0]].kwarg_only() ? Variant::kOut
-                                                                           : Variant::kInplace;
+      plan.variant =
+          schema.arguments()[plan.mutated_args[0]].kwarg_only() ? Variant::kOut : Variant::kInplace;
     }
     return plan;
   }

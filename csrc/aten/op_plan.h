@@ -16,8 +16,8 @@ namespace torchtpu::aten {
 enum class Variant { kFunctional, kInplace, kOut };
 
 struct OpPlan {
-  std::string called_name;    // "aten::add_.Tensor"
-  std::string lowering_name;  // "aten::add.Tensor"
+  std::string called_name;                         // "aten::add_.Tensor"
+  std::string lowering_name;                       // "aten::add.Tensor"
   const lowering::LoweringFn* lowering = nullptr;  // null: not lowered, use the CPU fallback
   Variant variant = Variant::kFunctional;
   // The lowered op's schema; its arguments are taken from the called op's stack through

@@ -35,8 +35,8 @@ void register_lowered_kernels() {
       // gradients: a backend kernel would cut autograd off (true_divide lost its gradient).
       // Backward ops are the exception: autograd calls them but does not differentiate them
       // (double backward aside), and their lowerings keep half-precision math in float32.
-      bool is_backward = name.name.size() > 9 &&
-                         name.name.compare(name.name.size() - 9, 9, "_backward") == 0;
+      bool is_backward =
+          name.name.size() > 9 && name.name.compare(name.name.size() - 9, 9, "_backward") == 0;
       if (op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd) &&
           !is_backward) {
         continue;

@@ -3,10 +3,10 @@
 #include <ATen/EmptyTensor.h>
 #include <ATen/native/Resize.h>
 #include <ATen/native/TensorShape.h>
+#include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/unfold_native.h>
 #include <ATen/ops/view_native.h>
-#include <ATen/ops/_reshape_alias_native.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
@@ -64,8 +64,8 @@ at::Tensor& set_storage(at::Tensor& self, c10::Storage source, int64_t offset,
   at::native::resize_impl_cpu_(self.unsafeGetTensorImpl(), size, st, /*resize_storage=*/false);
   // Like CPU's set_: a storage too small for the new geometry grows (keeping its contents).
   if (self.numel() > 0) {
-    size_t needed = at::detail::computeStorageNbytes(self.sizes(), self.strides(),
-                                                     self.element_size(), offset);
+    size_t needed =
+        at::detail::computeStorageNbytes(self.sizes(), self.strides(), self.element_size(), offset);
     if (needed > self.storage().nbytes()) {
       TORCH_CHECK(self.storage().resizable(), "Trying to resize storage that is not resizable");
       resize_storage_bytes(self.storage(), needed);

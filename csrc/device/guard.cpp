@@ -68,12 +68,8 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     wait(static_cast<int>(reinterpret_cast<intptr_t>(event) - 1));
   }
   bool queryStream(const c10::Stream& stream) const override { return true; }
-  void synchronizeStream(const c10::Stream& stream) const override {
-    wait(stream.device_index());
-  }
-  void synchronizeDevice(const c10::DeviceIndex device_index) const override {
-    wait(device_index);
-  }
+  void synchronizeStream(const c10::Stream& stream) const override { wait(stream.device_index()); }
+  void synchronizeDevice(const c10::DeviceIndex device_index) const override { wait(device_index); }
 
  private:
   static void wait(int device) {

@@ -27,7 +27,8 @@ struct TpuHooks final : public at::PrivateUse1HooksInterface {
         device_index < 0 ? static_cast<c10::DeviceIndex>(current_device()) : device_index);
   }
   at::Device getDeviceFromPtr(void* data) const override {
-    return at::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(current_device()));
+    return at::Device(c10::DeviceType::PrivateUse1,
+                      static_cast<c10::DeviceIndex>(current_device()));
   }
   bool isPinnedPtr(const void* data) const override { return false; }
   // Host staging memory is ordinary CPU memory: PJRT copies from it during the call.

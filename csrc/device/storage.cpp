@@ -140,9 +140,9 @@ c10::Storage make_storage(size_t nbytes, int device_index, BufferPtr buffer,
                           std::vector<int64_t> dims, shlo::ElementType dtype) {
   auto* handle = new StorageHandle(device_index);
   handle->set_buffer(std::move(buffer), std::move(dims), dtype);
-  c10::DataPtr ptr(handle, handle, &delete_handle,
-                   c10::Device(c10::DeviceType::PrivateUse1,
-                               static_cast<c10::DeviceIndex>(device_index)));
+  c10::DataPtr ptr(
+      handle, handle, &delete_handle,
+      c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device_index)));
   return c10::Storage(c10::Storage::use_byte_size_t(), nbytes, std::move(ptr), &the_allocator,
                       /*resizable=*/true);
 }

@@ -2,9 +2,9 @@
 // pointer of the storage is the handle's address: unique and never dereferenced on the host.
 #pragma once
 
+#include <ATen/core/TensorBase.h>
 #include <c10/core/Allocator.h>
 #include <c10/core/Storage.h>
-#include <ATen/core/TensorBase.h>
 #include <c10/core/TensorImpl.h>
 
 #include <memory>

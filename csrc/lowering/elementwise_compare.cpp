@@ -152,7 +152,6 @@ TORCHTPU_LOWERING("aten::__lshift__.Scalar", shift(true));
 TORCHTPU_LOWERING("aten::__rshift__.Tensor", shift(false));
 TORCHTPU_LOWERING("aten::__rshift__.Scalar", shift(false));
 
-
 TORCHTPU_LOWERING("aten::where.self", lower_where);
 TORCHTPU_LOWERING("aten::where.ScalarSelf", lower_where);
 TORCHTPU_LOWERING("aten::where.ScalarOther", lower_where);

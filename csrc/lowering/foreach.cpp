@@ -76,8 +76,7 @@ LoweringFn make_foreach(ElemPlan plan) {
       for (size_t j = 0; j < eargs.size(); ++j) {
         LArg a;
         int src = plan.source[j];
-        c10::IValue v = src < 0 ? eargs[j].default_value().value_or(c10::IValue())
-                                : c10::IValue();
+        c10::IValue v = src < 0 ? eargs[j].default_value().value_or(c10::IValue()) : c10::IValue();
         if (src >= 0) {
           const LArg& f = ctx.arg(static_cast<size_t>(src));
           if (f.kind == LArg::Kind::kTensorList) {
@@ -95,7 +94,7 @@ LoweringFn make_foreach(ElemPlan plan) {
         }
         if (v.isScalar() && eargs[j].type()->kind() == c10::TypeKind::NumberType) {
           c10::Scalar s = v.toScalar();
-          TensorType t(s.isBoolean() ? ElementType::kPred
+          TensorType t(s.isBoolean()         ? ElementType::kPred
                        : s.isIntegral(false) ? ElementType::kS64
                                              : scalar_dtype,
                        {});

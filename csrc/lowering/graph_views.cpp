@@ -9,7 +9,8 @@ namespace {
 
 std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& sizes) {
   std::vector<int64_t> strides(sizes.size(), 1);
-  for (size_t i = sizes.size(); i-- > 1;) strides[i - 1] = strides[i] * std::max<int64_t>(sizes[i], 1);
+  for (size_t i = sizes.size(); i-- > 1;)
+    strides[i - 1] = strides[i] * std::max<int64_t>(sizes[i], 1);
   return strides;
 }
 
@@ -58,7 +59,7 @@ std::vector<Value> slice(LoweringContext& ctx) {
   int64_t start = clampi(ctx.optional_int(2), 0);
   int64_t end = std::max(clampi(ctx.optional_int(3), n), start);
   std::vector<int64_t> lo(static_cast<size_t>(x.rank()), 0), hi = x.shape(),
-      st(static_cast<size_t>(x.rank()), 1);
+                                                             st(static_cast<size_t>(x.rank()), 1);
   lo[static_cast<size_t>(dim)] = start;
   hi[static_cast<size_t>(dim)] = end;
   st[static_cast<size_t>(dim)] = step;
@@ -71,7 +72,7 @@ std::vector<Value> select(LoweringContext& ctx) {
   int64_t index = ctx.int_arg(2);
   if (index < 0) index += x.shape()[static_cast<size_t>(dim)];
   std::vector<int64_t> lo(static_cast<size_t>(x.rank()), 0), hi = x.shape(),
-      st(static_cast<size_t>(x.rank()), 1);
+                                                             st(static_cast<size_t>(x.rank()), 1);
   lo[static_cast<size_t>(dim)] = index;
   hi[static_cast<size_t>(dim)] = index + 1;
   return {ctx.b.reshape(ctx.b.slice(x, lo, hi, st), ctx.out_type().shape)};
@@ -114,7 +115,7 @@ std::vector<Value> split_with_sizes(LoweringContext& ctx) {
   int64_t start = 0;
   for (int64_t s : sizes) {
     std::vector<int64_t> lo(static_cast<size_t>(x.rank()), 0), hi = x.shape(),
-        st(static_cast<size_t>(x.rank()), 1);
+                                                               st(static_cast<size_t>(x.rank()), 1);
     lo[static_cast<size_t>(dim)] = start;
     hi[static_cast<size_t>(dim)] = start + s;
     out.push_back(ctx.b.slice(x, lo, hi, st));
@@ -129,7 +130,7 @@ std::vector<Value> unbind(LoweringContext& ctx) {
   std::vector<Value> out;
   for (size_t k = 0; k < ctx.out_types().size(); ++k) {
     std::vector<int64_t> lo(static_cast<size_t>(x.rank()), 0), hi = x.shape(),
-        st(static_cast<size_t>(x.rank()), 1);
+                                                               st(static_cast<size_t>(x.rank()), 1);
     lo[static_cast<size_t>(dim)] = static_cast<int64_t>(k);
     hi[static_cast<size_t>(dim)] = static_cast<int64_t>(k) + 1;
     out.push_back(ctx.b.reshape(ctx.b.slice(x, lo, hi, st), ctx.out_type(k).shape));
@@ -157,9 +158,8 @@ LoweringFn fill_with(double value) {
 
 std::vector<Value> arange_graph(LoweringContext& ctx) {
   const TensorType& out = ctx.out_type();
-  ElementType compute = shlo::is_float(out.dtype) && out.dtype != ElementType::kF64
-                            ? ElementType::kF32
-                            : out.dtype;
+  ElementType compute =
+      shlo::is_float(out.dtype) && out.dtype != ElementType::kF64 ? ElementType::kF32 : out.dtype;
   TensorType ct(compute, out.shape);
   Value start = coerce(ctx.b, ctx.tensor(0), ct);
   Value step = coerce(ctx.b, ctx.tensor(2), ct);

@@ -28,10 +28,11 @@ Picked pick(LoweringContext& ctx, Value input, Value target, size_t weight_arg,
   if (ctx.is_none(weight_arg)) {
     w = b.constant(1.0, wt);
   } else {
-    Value weight = b.broadcast_in_dim(b.convert(ctx.tensor(weight_arg), input.dtype()), {n, c}, {1});
+    Value weight =
+        b.broadcast_in_dim(b.convert(ctx.tensor(weight_arg), input.dtype()), {n, c}, {1});
     Value zero = b.constant(0.0, TensorType(input.dtype(), {n, c}));
-    w = b.reduce_simple(b.select(mask, weight, zero), b.constant(0.0, TensorType(input.dtype(), {})),
-                        {1}, "stablehlo.add");
+    w = b.reduce_simple(b.select(mask, weight, zero),
+                        b.constant(0.0, TensorType(input.dtype(), {})), {1}, "stablehlo.add");
   }
   Value valid = b.compare(t, b.constant_int(ignore_index, t.type), shlo::CompareDirection::kNE);
   w = b.select(valid, w, b.constant(0.0, wt));
@@ -49,8 +50,8 @@ std::vector<Value> nll_forward(LoweringContext& ctx) {
   int64_t n = x.shape()[0], c = x.shape()[1];
   TensorType scalar(input.dtype(), {});
   Value zero_nc = b.constant(0.0, TensorType(input.dtype(), {n, c}));
-  Value picked = b.reduce_simple(b.select(p.mask, x, zero_nc), b.constant(0.0, scalar), {1},
-                                 "stablehlo.add");
+  Value picked =
+      b.reduce_simple(b.select(p.mask, x, zero_nc), b.constant(0.0, scalar), {1}, "stablehlo.add");
   Value losses = b.neg(b.mul(picked, p.weights));
   Value total_weight = b.reduce_simple(p.weights, b.constant(0.0, scalar), {0}, "stablehlo.add");
   Value out;

@@ -57,7 +57,7 @@ class LoweringContext {
   const TensorType& out_type(size_t i = 0) const { return out_types_.at(i); }
 
   bool is_none(size_t i) const;
-  Value tensor(size_t i) const;  // kTensor; throws a clear error otherwise
+  Value tensor(size_t i) const;                    // kTensor; throws a clear error otherwise
   std::vector<Value> tensor_list(size_t i) const;  // kTensorList without absent entries
   int64_t int_arg(size_t i) const;
   double double_arg(size_t i) const;
@@ -114,12 +114,12 @@ struct GraphLoweringRegistrar {
     register_graph_lowering(name, std::move(fn));
   }
 };
-#define TORCHTPU_GRAPH_LOWERING(name, fn)                                                       \
-  static ::torchtpu::lowering::GraphLoweringRegistrar TORCHTPU_LOWERING_CONCAT(graph_registrar_, \
-                                                                              __COUNTER__)(name, fn)
-#define TORCHTPU_LOWERING(name, fn)                                                  \
+#define TORCHTPU_GRAPH_LOWERING(name, fn)                                       \
+  static ::torchtpu::lowering::GraphLoweringRegistrar TORCHTPU_LOWERING_CONCAT( \
+      graph_registrar_, __COUNTER__)(name, fn)
+#define TORCHTPU_LOWERING(name, fn)                                                   \
   static ::torchtpu::lowering::LoweringRegistrar TORCHTPU_LOWERING_CONCAT(registrar_, \
-                                                                         __COUNTER__)(name, fn)
+                                                                          __COUNTER__)(name, fn)
 
 // CPU kernels reject some dtypes outright; a lowering must reject them too rather than compute
 // something. `reject_bool_result`: the op's result dtype is bool ("<what>" not implemented for

@@ -34,9 +34,11 @@ PYBIND11_MODULE(_C, m) {
   m.def("_is_available", &runtime::is_available, py::call_guard<py::gil_scoped_release>());
   m.def("_is_initialized", &runtime::is_initialized);
   m.def("_init_error", &runtime::init_error);
-  m.def("_init", [] { runtime::get(); }, py::call_guard<py::gil_scoped_release>());
-  m.def("_device_count", [] { return runtime::is_available() ? runtime::get().device_count() : 0; },
-        py::call_guard<py::gil_scoped_release>());
+  m.def(
+      "_init", [] { runtime::get(); }, py::call_guard<py::gil_scoped_release>());
+  m.def(
+      "_device_count", [] { return runtime::is_available() ? runtime::get().device_count() : 0; },
+      py::call_guard<py::gil_scoped_release>());
   m.def("_platform", [] { return runtime::get().platform(); });
   m.def("_plugin_path", [] { return runtime::get().plugin_path(); });
   m.def("_platform_version", [] { return runtime::get().client().platform_version(); });

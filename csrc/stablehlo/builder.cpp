@@ -38,12 +38,18 @@ std::string type_str_list(const std::vector<TensorType>& types) {
 
 const char* direction_name(CompareDirection d) {
   switch (d) {
-    case CompareDirection::kEQ: return "EQ";
-    case CompareDirection::kNE: return "NE";
-    case CompareDirection::kLT: return "LT";
-    case CompareDirection::kLE: return "LE";
-    case CompareDirection::kGT: return "GT";
-    case CompareDirection::kGE: return "GE";
+    case CompareDirection::kEQ:
+      return "EQ";
+    case CompareDirection::kNE:
+      return "NE";
+    case CompareDirection::kLT:
+      return "LT";
+    case CompareDirection::kLE:
+      return "LE";
+    case CompareDirection::kGT:
+      return "GT";
+    case CompareDirection::kGE:
+      return "GE";
   }
   return "EQ";
 }
@@ -168,7 +174,8 @@ std::vector<Value> FunctionBuilder::op_multi(
   for (const auto& [types, fn] : regions) regions_str += " " + region_text(types, fn);
   std::string s;
   if (results.size() == 1) s = "%v" + std::to_string(id) + " = ";
-  if (results.size() > 1) s = "%v" + std::to_string(id) + ":" + std::to_string(results.size()) + " = ";
+  if (results.size() > 1)
+    s = "%v" + std::to_string(id) + ":" + std::to_string(results.size()) + " = ";
   s += "\"" + name + "\"(" + names_list(operands) + ")" + regions_str;
   if (!attrs.empty()) s += " {" + attrs + "}";
   s += " : (" + types_list(operands) + ") -> ";
@@ -295,8 +302,7 @@ Value FunctionBuilder::slice(Value a, const std::vector<int64_t>& start,
 }
 
 Value FunctionBuilder::pad(Value a, Value pad_value, const std::vector<int64_t>& low,
-                           const std::vector<int64_t>& high,
-                           const std::vector<int64_t>& interior) {
+                           const std::vector<int64_t>& high, const std::vector<int64_t>& interior) {
   std::vector<int64_t> shape;
   for (size_t i = 0; i < low.size(); ++i) {
     int64_t d = a.shape()[i];

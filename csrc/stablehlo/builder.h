@@ -49,10 +49,10 @@ class FunctionBuilder {
   // ---- generic emission ----
   Value op(const std::string& name, const std::vector<Value>& operands, const TensorType& result,
            const std::string& attrs = "");
-  std::vector<Value> op_multi(const std::string& name, const std::vector<Value>& operands,
-                              const std::vector<TensorType>& results, const std::string& attrs = "",
-                              const std::vector<std::pair<std::vector<TensorType>, RegionFn>>&
-                                  regions = {});
+  std::vector<Value> op_multi(
+      const std::string& name, const std::vector<Value>& operands,
+      const std::vector<TensorType>& results, const std::string& attrs = "",
+      const std::vector<std::pair<std::vector<TensorType>, RegionFn>>& regions = {});
 
   // ---- constants ----
   Value constant(double value, const TensorType& type);
@@ -104,7 +104,9 @@ class FunctionBuilder {
   Value add_argument(const TensorType& type, const std::string& attrs = "");
   const std::vector<Value>& arguments() const { return args_; }
   // Attributes of argument `index` (e.g. "tf.aliasing_output = 0 : i32" to donate it).
-  void set_argument_attrs(size_t index, std::string attrs) { arg_attrs_.at(index) = std::move(attrs); }
+  void set_argument_attrs(size_t index, std::string attrs) {
+    arg_attrs_.at(index) = std::move(attrs);
+  }
   // Terminator: "func.return" in a function, "stablehlo.return" inside a region.
   void emit_return(const std::vector<Value>& values, const char* op = "func.return");
   const std::string& body() const { return body_; }

@@ -4,19 +4,32 @@ namespace torchtpu::shlo {
 
 const char* mlir_name(ElementType t) {
   switch (t) {
-    case ElementType::kPred: return "i1";
-    case ElementType::kS8: return "i8";
-    case ElementType::kS16: return "i16";
-    case ElementType::kS32: return "i32";
-    case ElementType::kS64: return "i64";
-    case ElementType::kU8: return "ui8";
-    case ElementType::kU16: return "ui16";
-    case ElementType::kU32: return "ui32";
-    case ElementType::kU64: return "ui64";
-    case ElementType::kF16: return "f16";
-    case ElementType::kBF16: return "bf16";
-    case ElementType::kF32: return "f32";
-    case ElementType::kF64: return "f64";
+    case ElementType::kPred:
+      return "i1";
+    case ElementType::kS8:
+      return "i8";
+    case ElementType::kS16:
+      return "i16";
+    case ElementType::kS32:
+      return "i32";
+    case ElementType::kS64:
+      return "i64";
+    case ElementType::kU8:
+      return "ui8";
+    case ElementType::kU16:
+      return "ui16";
+    case ElementType::kU32:
+      return "ui32";
+    case ElementType::kU64:
+      return "ui64";
+    case ElementType::kF16:
+      return "f16";
+    case ElementType::kBF16:
+      return "bf16";
+    case ElementType::kF32:
+      return "f32";
+    case ElementType::kF64:
+      return "f64";
   }
   return "?";
 }
@@ -38,19 +51,24 @@ bool is_unsigned_int(ElementType t) {
 
 int bit_width(ElementType t) {
   switch (t) {
-    case ElementType::kPred: return 1;
+    case ElementType::kPred:
+      return 1;
     case ElementType::kS8:
-    case ElementType::kU8: return 8;
+    case ElementType::kU8:
+      return 8;
     case ElementType::kS16:
     case ElementType::kU16:
     case ElementType::kF16:
-    case ElementType::kBF16: return 16;
+    case ElementType::kBF16:
+      return 16;
     case ElementType::kS32:
     case ElementType::kU32:
-    case ElementType::kF32: return 32;
+    case ElementType::kF32:
+      return 32;
     case ElementType::kS64:
     case ElementType::kU64:
-    case ElementType::kF64: return 64;
+    case ElementType::kF64:
+      return 64;
   }
   return 0;
 }

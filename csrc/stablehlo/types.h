@@ -7,7 +7,21 @@
 
 namespace torchtpu::shlo {
 
-enum class ElementType { kPred, kS8, kS16, kS32, kS64, kU8, kU16, kU32, kU64, kF16, kBF16, kF32, kF64 };
+enum class ElementType {
+  kPred,
+  kS8,
+  kS16,
+  kS32,
+  kS64,
+  kU8,
+  kU16,
+  kU32,
+  kU64,
+  kF16,
+  kBF16,
+  kF32,
+  kF64
+};
 
 // "i1", "i8", ..., "ui8", "f16", "bf16", "f32", "f64".
 const char* mlir_name(ElementType t);

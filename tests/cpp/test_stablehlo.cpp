@@ -50,10 +50,10 @@ TEST(ModuleBuilderTest, ReduceHasRegionAndMultiResultsAreIndexed) {
   Value i = f.add_argument(TensorType(ElementType::kS64, {4, 5}));
   Value zero = f.constant(0, TensorType(ElementType::kF32, {}));
   Value izero = f.constant_int(0, TensorType(ElementType::kS64, {}));
-  auto outs = f.reduce({x, i}, {zero, izero}, {1},
-                       [](FunctionBuilder& b, const std::vector<Value>& args) {
-                         return std::vector<Value>{b.add(args[0], args[2]), b.add(args[1], args[3])};
-                       });
+  auto outs =
+      f.reduce({x, i}, {zero, izero}, {1}, [](FunctionBuilder& b, const std::vector<Value>& args) {
+        return std::vector<Value>{b.add(args[0], args[2]), b.add(args[1], args[3])};
+      });
   ASSERT_EQ(outs.size(), 2u);
   EXPECT_EQ(outs[0].type.str(), "tensor<4xf32>");
   EXPECT_EQ(outs[1].type.str(), "tensor<4xi64>");
