@@ -46,26 +46,3 @@ _register()
 # point, so `import torchtpu` does not pay for importing Dynamo.
 
 from .device import device_count, is_available  # noqa: E402
-
-
-def _drain_autograd_threads() -> None:
-    """At exit, give each used device's autograd worker thread one trivial backward. The
-    worker keeps its last graph task alive until the next one arrives; if that task holds
-    Python objects (compiled-graph nodes, hooks), releasing them during interpreter shutdown
-    needs the GIL and aborts the process. Replacing it while Python still runs avoids that."""
-    try:
-        if not _C._is_initialized():
-            return
-        for i in range(device_count()):
-            if _C._max_memory_allocated(i) > 0:
-                x = torch.ones(1, device=f"tpu:{i}", requires_grad=True)
-                (x * 2).sum().backward()
-        _C._synchronize(-1)
-    except Exception:  # noqa: BLE001 - exit must never fail because of this
-        pass
-
-
-import atexit  # noqa: E402
-
-atexit.register(_drain_autograd_threads)
-

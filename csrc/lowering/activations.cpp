@@ -7,20 +7,17 @@
 #include <functional>
 #include <string>
 
+#include "lowering/elementwise_util.h"
 #include "lowering/lowering.h"
 
 namespace torchtpu::lowering {
 namespace {
 
+using namespace ew;
+
 using shlo::CompareDirection;
 
-bool is_half(ElementType t) { return t == ElementType::kF16 || t == ElementType::kBF16; }
 ElementType opmath(ElementType t) { return is_half(t) ? ElementType::kF32 : t; }
-
-Value cst(FunctionBuilder& b, double v, const Value& like) { return b.constant(v, like.type); }
-Value cmp(FunctionBuilder& b, Value x, Value y, CompareDirection d) { return b.compare(x, y, d); }
-Value is_nan(FunctionBuilder& b, Value x) { return cmp(b, x, x, CompareDirection::kNE); }
-Value lor(FunctionBuilder& b, Value p, Value q) { return b.binary("stablehlo.or", p, q); }
 
 // Argument i broadcast to the result shape, in the result's opmath dtype.
 Value arg(LoweringContext& ctx, size_t i) {

@@ -10,15 +10,15 @@
 #include <limits>
 #include <string>
 
+#include "lowering/elementwise_util.h"
 #include "lowering/lowering.h"
 
 namespace torchtpu::lowering {
 namespace {
 
-using shlo::CompareDirection;
+using namespace ew;
 
-bool is_half(ElementType t) { return t == ElementType::kF16 || t == ElementType::kBF16; }
-bool is_fp(ElementType t) { return shlo::is_float(t); }
+using shlo::CompareDirection;
 
 // Bool arithmetic runs in i8 so add/mul/max/min act as or/and once converted back (!= 0).
 ElementType opmath(ElementType t) {
@@ -27,14 +27,9 @@ ElementType opmath(ElementType t) {
   return t;
 }
 
-Value cst(FunctionBuilder& b, double v, const Value& like) { return b.constant(v, like.type); }
-Value cmp(FunctionBuilder& b, Value x, Value y, CompareDirection d) { return b.compare(x, y, d); }
-Value lt0(FunctionBuilder& b, Value x) { return cmp(b, x, cst(b, 0, x), CompareDirection::kLT); }
 Value ne0(FunctionBuilder& b, Value x) { return cmp(b, x, cst(b, 0, x), CompareDirection::kNE); }
 Value eq0(FunctionBuilder& b, Value x) { return cmp(b, x, cst(b, 0, x), CompareDirection::kEQ); }
-Value is_nan(FunctionBuilder& b, Value x) { return cmp(b, x, x, CompareDirection::kNE); }
 Value land(FunctionBuilder& b, Value p, Value q) { return b.binary("stablehlo.and", p, q); }
-Value lor(FunctionBuilder& b, Value p, Value q) { return b.binary("stablehlo.or", p, q); }
 Value lxor(FunctionBuilder& b, Value p, Value q) { return b.binary("stablehlo.xor", p, q); }
 
 Value is_inf(FunctionBuilder& b, Value x) {
@@ -49,26 +44,6 @@ Value signbit(FunctionBuilder& b, Value x) {
                      : shlo::bit_width(x.dtype()) == 32 ? ElementType::kS32
                                                         : ElementType::kS64;
   return lt0(b, b.bitcast_convert(x, bits));
-}
-
-// XLA's maximum/minimum return the non-NaN operand on CPU; PyTorch propagates NaN.
-Value max_nan(FunctionBuilder& b, Value x, Value y) {
-  Value r = b.max(x, y);
-  if (!is_fp(x.dtype())) return r;
-  r = b.select(is_nan(b, x), x, r);
-  return b.select(is_nan(b, y), y, r);
-}
-
-Value min_nan(FunctionBuilder& b, Value x, Value y) {
-  Value r = b.min(x, y);
-  if (!is_fp(x.dtype())) return r;
-  r = b.select(is_nan(b, x), x, r);
-  return b.select(is_nan(b, y), y, r);
-}
-
-// Argument i broadcast to the result shape, in dtype `dt`.
-Value operand(LoweringContext& ctx, size_t i, ElementType dt) {
-  return coerce(ctx.b, ctx.tensor(i), ctx.out_type().with_dtype(dt));
 }
 
 Value finish(LoweringContext& ctx, Value v) { return coerce(ctx.b, v, ctx.out_type()); }

@@ -7,36 +7,15 @@
 #include <functional>
 #include <string>
 
+#include "lowering/elementwise_util.h"
 #include "lowering/lowering.h"
 
 namespace torchtpu::lowering {
 namespace {
 
+using namespace ew;
+
 using shlo::CompareDirection;
-
-bool is_fp(ElementType t) { return shlo::is_float(t); }
-
-Value is_nan(FunctionBuilder& b, Value x) { return b.compare(x, x, CompareDirection::kNE); }
-
-// XLA's maximum/minimum return the non-NaN operand on CPU; PyTorch's clamp propagates NaN.
-Value max_nan(FunctionBuilder& b, Value x, Value y) {
-  Value r = b.max(x, y);
-  if (!is_fp(x.dtype())) return r;
-  r = b.select(is_nan(b, x), x, r);
-  return b.select(is_nan(b, y), y, r);
-}
-
-Value min_nan(FunctionBuilder& b, Value x, Value y) {
-  Value r = b.min(x, y);
-  if (!is_fp(x.dtype())) return r;
-  r = b.select(is_nan(b, x), x, r);
-  return b.select(is_nan(b, y), y, r);
-}
-
-// Argument i broadcast to the result shape, in dtype `dt`.
-Value operand(LoweringContext& ctx, size_t i, ElementType dt) {
-  return coerce(ctx.b, ctx.tensor(i), ctx.out_type().with_dtype(dt));
-}
 
 Value finish(LoweringContext& ctx, Value v) { return coerce(ctx.b, v, ctx.out_type()); }
 

@@ -9,21 +9,17 @@
 #include <limits>
 #include <string>
 
+#include "lowering/elementwise_util.h"
 #include "lowering/lowering.h"
 
 namespace torchtpu::lowering {
 namespace {
 
+using namespace ew;
+
 using shlo::CompareDirection;
 
-bool is_half(ElementType t) { return t == ElementType::kF16 || t == ElementType::kBF16; }
-bool is_fp(ElementType t) { return shlo::is_float(t); }
 ElementType opmath(ElementType t) { return is_half(t) ? ElementType::kF32 : t; }
-
-Value cst(FunctionBuilder& b, double v, const Value& like) { return b.constant(v, like.type); }
-Value cmp(FunctionBuilder& b, Value x, Value y, CompareDirection d) { return b.compare(x, y, d); }
-Value lt0(FunctionBuilder& b, Value x) { return cmp(b, x, cst(b, 0, x), CompareDirection::kLT); }
-Value is_nan(FunctionBuilder& b, Value x) { return cmp(b, x, x, CompareDirection::kNE); }
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
