@@ -351,6 +351,24 @@ std::vector<Value> FunctionBuilder::reduce(const std::vector<Value>& inputs,
                   {{block_types, body}});
 }
 
+std::vector<Value> FunctionBuilder::sort(const std::vector<Value>& operands, int64_t dim,
+                                         bool is_stable, const RegionFn& comparator) {
+  std::vector<TensorType> results, block_types;
+  for (const Value& v : operands) {
+    if (v.shape() != operands.at(0).shape()) {
+      throw std::invalid_argument("stablehlo.sort: operand shapes differ: " + v.type.str() +
+                                  " vs " + operands[0].type.str());
+    }
+    results.push_back(v.type);
+    block_types.push_back(TensorType(v.dtype(), {}));
+    block_types.push_back(TensorType(v.dtype(), {}));
+  }
+  return op_multi("stablehlo.sort", operands, results,
+                  "dimension = " + std::to_string(dim) +
+                      " : i64, is_stable = " + (is_stable ? "true" : "false"),
+                  {{block_types, comparator}});
+}
+
 Value FunctionBuilder::reduce_simple(Value input, Value init, const std::vector<int64_t>& dims,
                                      const std::string& body_op) {
   return reduce({input}, {init}, dims,

@@ -93,6 +93,10 @@ class FunctionBuilder {
   // Reduces `inputs` over `dims` with a body built by `body` (2*N scalar block args).
   std::vector<Value> reduce(const std::vector<Value>& inputs, const std::vector<Value>& inits,
                             const std::vector<int64_t>& dims, const RegionFn& body);
+  // Sorts `operands` (same shape) along `dim`; `comparator` gets 2*N scalar block args
+  // (lhs_0, rhs_0, lhs_1, rhs_1, ...) and yields one i1 "lhs goes first".
+  std::vector<Value> sort(const std::vector<Value>& operands, int64_t dim, bool is_stable,
+                          const RegionFn& comparator);
   // Single-input reduction with a binary op body ("stablehlo.add", "stablehlo.maximum", ...).
   Value reduce_simple(Value input, Value init, const std::vector<int64_t>& dims,
                       const std::string& body_op);

@@ -64,6 +64,33 @@ TEST(ModuleBuilderTest, ReduceHasRegionAndMultiResultsAreIndexed) {
   EXPECT_NE(text.find("dimensions = array<i64: 1>"), std::string::npos) << text;
 }
 
+TEST(ModuleBuilderTest, SortHasComparatorOverOperandPairs) {
+  ModuleBuilder m;
+  auto& f = m.main();
+  Value x = f.add_argument(TensorType(ElementType::kF32, {4, 5}));
+  Value i = f.iota(TensorType(ElementType::kS64, {4, 5}), 1);
+  size_t nargs = 0;
+  std::vector<Value> outs =
+      f.sort({x, i}, 1, true, [&](FunctionBuilder& b, const std::vector<Value>& args) {
+        nargs = args.size();
+        EXPECT_EQ(args[1].type.str(), "tensor<f32>");
+        EXPECT_EQ(args[2].type.str(), "tensor<i64>");
+        return std::vector<Value>{b.compare(args[0], args[1], CompareDirection::kLT)};
+      });
+  EXPECT_EQ(nargs, 4u);
+  ASSERT_EQ(outs.size(), 2u);
+  EXPECT_EQ(outs[1].type.str(), "tensor<4x5xi64>");
+  m.finish(outs);
+  std::string text = m.str();
+  EXPECT_NE(text.find("\"stablehlo.sort\""), std::string::npos) << text;
+  EXPECT_NE(text.find("dimension = 1 : i64, is_stable = true"), std::string::npos) << text;
+  EXPECT_THROW(f.sort({x, f.iota(TensorType(ElementType::kS64, {5}), 0)}, 0, false,
+                      [](FunctionBuilder&, const std::vector<Value>& a) {
+                        return std::vector<Value>{a[0]};
+                      }),
+               std::invalid_argument);
+}
+
 TEST(ModuleBuilderTest, ShapeHelpersSkipNoOps) {
   ModuleBuilder m;
   auto& f = m.main();
