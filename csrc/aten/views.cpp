@@ -88,7 +88,26 @@ at::Tensor& set_empty(at::Tensor& self) {
   return set_storage(self, std::move(storage), 0, {0}, {});
 }
 
+// Module._apply (model.to("tpu"), .float(), ...) asks this to decide between `param.data = new`
+// (the same Parameter object, so tied weights stay tied and optimizer references stay valid)
+// and replacing the Parameter. c10 answers true only for its own list of dense backends, and
+// leaves PrivateUse1 to say so itself: a dense tpu tensor is as interchangeable with a dense
+// tensor of any of those backends as CUDA's is.
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  auto is_dense = [](c10::DispatchKeySet ks) {
+    constexpr auto dense_backends = c10::DispatchKeySet(
+        {c10::BackendComponent::CPUBit, c10::BackendComponent::CUDABit,
+         c10::BackendComponent::MPSBit, c10::BackendComponent::HIPBit,
+         c10::BackendComponent::XPUBit, c10::BackendComponent::HPUBit,
+         c10::BackendComponent::MTIABit, c10::BackendComponent::PrivateUse1Bit});
+    return ks.has_any(c10::DispatchKeySet(c10::DispatchKey::Dense)) && ks.has_any(dense_backends);
+  };
+  if (is_dense(self.key_set()) && is_dense(from.key_set())) return true;
+  return self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set());
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
   m.impl("view", at::native::view);
   m.impl("as_strided", at::native::as_strided_tensorimpl);
   m.impl("_reshape_alias", at::native::_reshape_alias);
