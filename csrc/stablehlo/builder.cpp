@@ -171,7 +171,12 @@ std::vector<Value> FunctionBuilder::op_multi(
     out.push_back(Value{id, results[i], results.size() == 1 ? -1 : static_cast<int>(i)});
   }
   std::string regions_str;
-  for (const auto& [types, fn] : regions) regions_str += " " + region_text(types, fn);
+  // Generic form: all regions inside one pair of parentheses, comma separated.
+  for (const auto& [types, fn] : regions) {
+    std::string r = region_text(types, fn);  // "({...})"
+    regions_str += (regions_str.empty() ? " (" : ", ") + r.substr(1, r.size() - 2);
+  }
+  if (!regions_str.empty()) regions_str += ")";
   std::string s;
   if (results.size() == 1) s = "%v" + std::to_string(id) + " = ";
   if (results.size() > 1)
