@@ -1,7 +1,12 @@
 // Negative log likelihood (the tail of cross_entropy), forward and backward, for inputs of
 // shape (N, C) or (C). Class selection is a one-hot compare against an iota, which keeps it a
 // dense elementwise program instead of a gather.
+#include <ATen/ExpandUtils.h>
+
+#include <algorithm>
+
 #include "lowering/lowering.h"
+#include "lowering/strided.h"
 
 namespace torchtpu::lowering {
 namespace {
@@ -90,6 +95,48 @@ std::vector<Value> nll_backward(LoweringContext& ctx) {
 
 TORCHTPU_LOWERING("aten::nll_loss_forward", nll_forward);
 TORCHTPU_LOWERING("aten::nll_loss_backward", nll_backward);
+
+// Mean squared error. Half-precision inputs are computed and reduced in float32 (CPU accumulates
+// its reductions in float32 too) and rounded once at the end.
+ElementType mse_compute_type(ElementType t) {
+  return t == ElementType::kF16 || t == ElementType::kBF16 ? ElementType::kF32 : t;
+}
+
+std::vector<Value> mse_forward(LoweringContext& ctx) {
+  auto& b = ctx.b;
+  int64_t reduction = ctx.int_arg(2);
+  TensorType out = ctx.out_type();
+  ElementType ct = mse_compute_type(out.dtype);
+  // The elementwise shape is the broadcast of input and target (PyTorch warns, then broadcasts).
+  std::vector<int64_t> shape = at::infer_size(ctx.tensor(0).shape(), ctx.tensor(1).shape());
+  TensorType full(ct, shape);
+  Value d = b.sub(coerce(b, ctx.tensor(0), full), coerce(b, ctx.tensor(1), full));
+  Value sq = b.mul(d, d);
+  if (reduction == kNone) return {coerce(b, sq, out)};
+  std::vector<int64_t> dims(shape.size());
+  for (size_t i = 0; i < dims.size(); ++i) dims[i] = static_cast<int64_t>(i);
+  Value total = b.reduce_simple(sq, b.constant(0.0, TensorType(ct, {})), dims, "stablehlo.add");
+  if (reduction == kMean) {
+    total = b.div(total, b.constant(static_cast<double>(numel_of(shape)), TensorType(ct, {})));
+  }
+  return {coerce(b, total, out)};
+}
+
+// grad_input = 2 * (input - target) * grad (/ numel for mean), in the input's shape.
+std::vector<Value> mse_backward(LoweringContext& ctx) {
+  auto& b = ctx.b;
+  int64_t reduction = ctx.int_arg(3);
+  TensorType out = ctx.out_type();
+  TensorType full(mse_compute_type(out.dtype), out.shape);
+  Value d = b.sub(coerce(b, ctx.tensor(1), full), coerce(b, ctx.tensor(2), full));
+  double scale = 2.0;
+  if (reduction == kMean) scale /= static_cast<double>(std::max<int64_t>(1, numel_of(out.shape)));
+  Value g = b.mul(b.mul(d, b.constant(scale, full)), coerce(b, ctx.tensor(0), full));
+  return {coerce(b, g, out)};
+}
+
+TORCHTPU_LOWERING("aten::mse_loss", mse_forward);
+TORCHTPU_LOWERING("aten::mse_loss_backward", mse_backward);
 
 }  // namespace
 }  // namespace torchtpu::lowering

@@ -30,3 +30,23 @@ def test_nll_loss_unbatched():
     x = torch.randn(7).log_softmax(0)
     t = torch.tensor(3)
     torch.testing.assert_close(F.nll_loss(x.to("tpu"), t.to("tpu")).cpu(), F.nll_loss(x, t))
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_mse_loss_forward_backward_matches_cpu(reduction, dtype):
+    torch.manual_seed(0)
+    x = torch.randn(3, 4, 5, dtype=dtype, requires_grad=True)
+    y = torch.randn(3, 4, 5, dtype=dtype)
+    before = torchtpu.metrics()["cpu_fallbacks"]
+    xt = x.detach().to("tpu").requires_grad_()
+    out_cpu = F.mse_loss(x, y, reduction=reduction)
+    out_tpu = F.mse_loss(xt, y.to("tpu"), reduction=reduction)
+    assert out_tpu.dtype == out_cpu.dtype and out_tpu.shape == out_cpu.shape
+    tol = dict(rtol=1.6e-2, atol=1e-2) if dtype == torch.bfloat16 else {}
+    torch.testing.assert_close(out_tpu.cpu(), out_cpu, **tol)
+    grad = torch.randn_like(out_cpu)
+    out_cpu.backward(grad)
+    out_tpu.backward(grad.to("tpu"))
+    torch.testing.assert_close(xt.grad.cpu(), x.grad, **tol)
+    assert torchtpu.metrics()["cpu_fallbacks"] == before
