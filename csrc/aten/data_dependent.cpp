@@ -1,0 +1,146 @@
+// Ops whose output shape depends on tensor data: nonzero, masked_select, unique,
+// unique_consecutive, and aten::equal (a bool on the host). Meta inference cannot size their
+// outputs, so they cannot be plain lowering-table entries. Each runs as
+//   1. a count program (count_nonzero / torchtpu::unique_count / torchtpu::all_equal),
+//   2. one sync: the host reads that 0-d result,
+//   3. a static program that takes the count as a structural size (nonzero_static /
+//      torchtpu::masked_select_static / torchtpu::unique_static).
+// Both programs are ordinary lowered ops going through the dispatcher, so they are cached per
+// signature like any other op (the static one per distinct size) and count in the metrics.
+#include <ATen/ExpandUtils.h>
+#include <ATen/ops/count_nonzero.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/nonzero_static.h>
+#include <torch/library.h>
+
+#include <tuple>
+
+#include "aten/executor.h"
+
+namespace torchtpu::aten {
+namespace {
+
+using Tensor3 = std::tuple<at::Tensor, at::Tensor, at::Tensor>;
+
+TORCH_LIBRARY_FRAGMENT(torchtpu, m) {
+  m.def("masked_select_static(Tensor self, Tensor mask, int size) -> Tensor");
+  m.def("unique_count(Tensor self, bool consecutive) -> Tensor");
+  m.def(
+      "unique_static(Tensor self, int size, bool consecutive, bool return_inverse, "
+      "bool return_counts) -> (Tensor, Tensor, Tensor)");
+  m.def("all_equal(Tensor self, Tensor other) -> Tensor");
+}
+
+Tensor3 unique_static_meta(const at::Tensor& self, int64_t size, bool consecutive,
+                           bool return_inverse, bool return_counts) {
+  auto idx = self.options().dtype(at::kLong);
+  return {at::empty({size}, self.options()),
+          at::empty(return_inverse ? self.sizes() : c10::IntArrayRef{0}, idx),
+          at::empty({return_counts ? size : 0}, idx)};
+}
+
+TORCH_LIBRARY_IMPL(torchtpu, Meta, m) {
+  m.impl("masked_select_static", [](const at::Tensor& self, const at::Tensor&, int64_t size) {
+    return at::empty({size}, self.options());
+  });
+  m.impl("unique_count", [](const at::Tensor& self, bool) {
+    return at::empty({}, self.options().dtype(at::kLong));
+  });
+  m.impl("unique_static", unique_static_meta);
+  m.impl("all_equal", [](const at::Tensor& self, const at::Tensor&) {
+    return at::empty({}, self.options().dtype(at::kBool));
+  });
+}
+
+TORCH_LIBRARY_IMPL(torchtpu, PrivateUse1, m) {
+  for (const char* name : {"masked_select_static", "unique_count", "unique_static", "all_equal"}) {
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());
+  }
+}
+
+c10::OperatorHandle torchtpu_op(const char* name) {
+  return c10::Dispatcher::singleton().findSchemaOrThrow(name, "");
+}
+
+// The one sync of each op: the host reads the count program's 0-d result.
+int64_t read_count(const at::Tensor& count) { return count.item<int64_t>(); }
+
+at::Tensor nonzero_kernel(const at::Tensor& self) {
+  int64_t n = read_count(at::count_nonzero(self));
+  return at::nonzero_static(self, n, -1);
+}
+
+at::Tensor& nonzero_out_kernel(const at::Tensor& self, at::Tensor& out) {
+  at::Tensor r = nonzero_kernel(self);
+  out.resize_(r.sizes());
+  out.copy_(r);
+  return out;
+}
+
+at::Tensor masked_select_kernel(const at::Tensor& self, const at::Tensor& mask) {
+  TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_select: expected BoolTensor for mask");
+  auto shape = at::infer_size(self.sizes(), mask.sizes());
+  int64_t n = read_count(at::count_nonzero(mask.expand(shape)));
+  static auto op = torchtpu_op("torchtpu::masked_select_static")
+                       .typed<at::Tensor(const at::Tensor&, const at::Tensor&, int64_t)>();
+  return op.call(self, mask, n);
+}
+
+Tensor3 unique_impl_kernel(const at::Tensor& self, bool consecutive, bool return_inverse,
+                           bool return_counts) {
+  static auto count =
+      torchtpu_op("torchtpu::unique_count").typed<at::Tensor(const at::Tensor&, bool)>();
+  static auto run = torchtpu_op("torchtpu::unique_static")
+                        .typed<Tensor3(const at::Tensor&, int64_t, bool, bool, bool)>();
+  int64_t n = read_count(count.call(self, consecutive));
+  return run.call(self, n, consecutive, return_inverse, return_counts);
+}
+
+// torch.unique: the CPU leaves the order of sorted=False unspecified; sorted is a valid answer.
+Tensor3 unique2_kernel(const at::Tensor& self, bool sorted, bool return_inverse,
+                       bool return_counts) {
+  return unique_impl_kernel(self, /*consecutive=*/false, return_inverse, return_counts);
+}
+
+std::tuple<at::Tensor, at::Tensor> unique_kernel(const at::Tensor& self, bool sorted,
+                                                 bool return_inverse) {
+  auto [values, inverse, counts] = unique_impl_kernel(self, false, return_inverse, false);
+  return {values, inverse};
+}
+
+// unique_consecutive over whole slices (dim set on a tensor of rank > 1) is not lowered: it
+// takes the counted CPU fallback, like unique_dim.
+void unique_consecutive_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  auto args = torch::jit::last(*stack, 4);
+  const at::Tensor self = args[0].toTensor();
+  bool return_inverse = args[1].toBool();
+  bool return_counts = args[2].toBool();
+  if (!args[3].isNone() && self.dim() > 1) return tpu_boxed_kernel(op, stack);
+  Tensor3 r = unique_impl_kernel(self, /*consecutive=*/true, return_inverse, return_counts);
+  torch::jit::drop(*stack, 4);
+  torch::jit::push(*stack, std::get<0>(r), std::get<1>(r), std::get<2>(r));
+}
+
+bool equal_kernel(const at::Tensor& self, const at::Tensor& other) {
+  TORCH_CHECK(self.device() == other.device(),
+              "Cannot compare two tensors on different devices. Got: ", self.device(), " and ",
+              other.device());
+  if (self.sizes() != other.sizes()) return false;
+  static auto op =
+      torchtpu_op("torchtpu::all_equal").typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
+  return op.call(self, other).item<bool>();
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("nonzero", nonzero_kernel);
+  m.impl("nonzero.out", nonzero_out_kernel);
+  m.impl("masked_select", masked_select_kernel);
+  m.impl("_unique2", unique2_kernel);
+  m.impl("_unique", unique_kernel);
+  m.impl("unique_consecutive",
+         torch::CppFunction::makeFromBoxedFunction<&unique_consecutive_kernel>());
+  m.impl("equal", equal_kernel);
+}
+
+}  // namespace
+}  // namespace torchtpu::aten
