@@ -1,9 +1,13 @@
-// Negative log likelihood (the tail of cross_entropy), forward and backward, for inputs of
-// shape (N, C) or (C). Class selection is a one-hot compare against an iota, which keeps it a
-// dense elementwise program instead of a gather.
+// Losses with a dedicated aten op (and backward op). Negative log likelihood (the tail of
+// cross_entropy) for inputs of shape (N, C), (C) and (N, C, H, W): class selection is a one-hot
+// compare against an iota, which keeps it a dense elementwise program instead of a gather.
+// The pointwise losses (mse, smooth_l1, huber, binary_cross_entropy) compute half precision in
+// float32 and round once at the end.
 #include <ATen/ExpandUtils.h>
 
 #include <algorithm>
+#include <functional>
+#include <optional>
 
 #include "lowering/lowering.h"
 #include "lowering/strided.h"
@@ -44,10 +48,9 @@ Picked pick(LoweringContext& ctx, Value input, Value target, size_t weight_arg,
   return {mask, w};
 }
 
-std::vector<Value> nll_forward(LoweringContext& ctx) {
+// `input` is (N, C) or (C); `target` holds one class per row.
+std::vector<Value> nll_forward_core(LoweringContext& ctx, Value input, Value target) {
   auto& b = ctx.b;
-  Value input = ctx.tensor(0);
-  Value target = ctx.tensor(1);
   int64_t reduction = ctx.int_arg(3);
   int64_t ignore = ctx.int_arg(4);
   Picked p = pick(ctx, input, target, 2, ignore);
@@ -69,11 +72,9 @@ std::vector<Value> nll_forward(LoweringContext& ctx) {
   return {out, b.convert(total_weight, ctx.out_type(1).dtype)};
 }
 
-std::vector<Value> nll_backward(LoweringContext& ctx) {
+// Returns the (N, C) or (C) gradient; `grad` is (N) for reduction none, else 0-d.
+Value nll_backward_core(LoweringContext& ctx, Value grad, Value input, Value target) {
   auto& b = ctx.b;
-  Value grad = ctx.tensor(0);
-  Value input = ctx.tensor(1);
-  Value target = ctx.tensor(2);
   int64_t reduction = ctx.int_arg(4);
   int64_t ignore = ctx.int_arg(5);
   Value total_weight = b.convert(ctx.tensor(6), input.dtype());
@@ -90,9 +91,47 @@ std::vector<Value> nll_backward(LoweringContext& ctx) {
   Value scale = b.neg(b.mul(g, p.weights));
   Value zero = b.constant(0.0, TensorType(input.dtype(), {n, c}));
   Value gi = b.select(p.mask, b.broadcast_in_dim(scale, {n, c}, {0}), zero);
-  return {b.reshape(gi, input.shape())};
+  return b.reshape(gi, input.shape());
 }
 
+std::vector<Value> nll_forward(LoweringContext& ctx) {
+  return nll_forward_core(ctx, ctx.tensor(0), ctx.tensor(1));
+}
+
+std::vector<Value> nll_backward(LoweringContext& ctx) {
+  return {nll_backward_core(ctx, ctx.tensor(0), ctx.tensor(1), ctx.tensor(2))};
+}
+
+// nll_loss2d: input (N, C, H, W), target (N, H, W). Classes move last and the pixels become
+// rows, which is the (N, C) case.
+Value pixels_as_rows(FunctionBuilder& b, Value input) {
+  const auto& s = input.shape();
+  return b.reshape(b.transpose(input, {0, 2, 3, 1}), {s[0] * s[2] * s[3], s[1]});
+}
+
+std::vector<Value> nll2d_forward(LoweringContext& ctx) {
+  auto& b = ctx.b;
+  Value input = ctx.tensor(0);
+  Value target = ctx.tensor(1);
+  std::vector<Value> r =
+      nll_forward_core(ctx, pixels_as_rows(b, input), b.reshape(target, {target.type.numel()}));
+  return {b.reshape(r[0], ctx.out_type(0).shape), r[1]};
+}
+
+std::vector<Value> nll2d_backward(LoweringContext& ctx) {
+  auto& b = ctx.b;
+  Value grad = ctx.tensor(0);
+  Value input = ctx.tensor(1);
+  Value target = ctx.tensor(2);
+  if (grad.rank() > 0) grad = b.reshape(grad, {grad.type.numel()});
+  Value gi = nll_backward_core(ctx, grad, pixels_as_rows(b, input),
+                               b.reshape(target, {target.type.numel()}));
+  const auto& s = input.shape();
+  return {b.transpose(b.reshape(gi, {s[0], s[2], s[3], s[1]}), {0, 3, 1, 2})};
+}
+
+TORCHTPU_LOWERING("aten::nll_loss2d_forward", nll2d_forward);
+TORCHTPU_LOWERING("aten::nll_loss2d_backward", nll2d_backward);
 TORCHTPU_LOWERING("aten::nll_loss_forward", nll_forward);
 TORCHTPU_LOWERING("aten::nll_loss_backward", nll_backward);
 
@@ -137,6 +176,131 @@ std::vector<Value> mse_backward(LoweringContext& ctx) {
 
 TORCHTPU_LOWERING("aten::mse_loss", mse_forward);
 TORCHTPU_LOWERING("aten::mse_loss_backward", mse_backward);
+
+// ---- pointwise losses: l(x, t) elementwise in the broadcast shape, then reduced ----
+
+using PointwiseFn = std::function<Value(FunctionBuilder&, Value x, Value t)>;
+
+Value splat(FunctionBuilder& b, double v, const Value& like) { return b.constant(v, like.type); }
+
+// `weight_arg`: an optional weight tensor multiplied into the elementwise loss (bce).
+std::vector<Value> pointwise_forward(LoweringContext& ctx, int64_t reduction, const PointwiseFn& fn,
+                                     std::optional<size_t> weight_arg = {}) {
+  auto& b = ctx.b;
+  TensorType out = ctx.out_type();
+  ElementType ct = mse_compute_type(out.dtype);
+  std::vector<int64_t> shape = at::infer_size(ctx.tensor(0).shape(), ctx.tensor(1).shape());
+  TensorType full(ct, shape);
+  Value l = fn(b, coerce(b, ctx.tensor(0), full), coerce(b, ctx.tensor(1), full));
+  if (weight_arg && !ctx.is_none(*weight_arg)) {
+    l = b.mul(l, coerce(b, ctx.tensor(*weight_arg), full));
+  }
+  if (reduction == kNone) return {coerce(b, l, out)};
+  std::vector<int64_t> dims(shape.size());
+  for (size_t i = 0; i < dims.size(); ++i) dims[i] = static_cast<int64_t>(i);
+  Value total = b.reduce_simple(l, b.constant(0.0, TensorType(ct, {})), dims, "stablehlo.add");
+  if (reduction == kMean) {
+    total = b.div(total, b.constant(static_cast<double>(numel_of(shape)), TensorType(ct, {})));
+  }
+  return {coerce(b, total, out)};
+}
+
+// Backward ops (grad_output, self, target, ...): grad_input = dl/dx(x, t) * grad (* weight)
+// (/ numel for mean), in the shape the meta kernel gives.
+std::vector<Value> pointwise_backward(LoweringContext& ctx, int64_t reduction,
+                                      const PointwiseFn& dfn,
+                                      std::optional<size_t> weight_arg = {}) {
+  auto& b = ctx.b;
+  TensorType out = ctx.out_type();
+  TensorType full(mse_compute_type(out.dtype), out.shape);
+  Value g = dfn(b, coerce(b, ctx.tensor(1), full), coerce(b, ctx.tensor(2), full));
+  g = b.mul(g, coerce(b, ctx.tensor(0), full));
+  if (weight_arg && !ctx.is_none(*weight_arg)) {
+    g = b.mul(g, coerce(b, ctx.tensor(*weight_arg), full));
+  }
+  if (reduction == kMean) {
+    g = b.div(g, b.constant(static_cast<double>(std::max<int64_t>(1, numel_of(out.shape))), full));
+  }
+  return {coerce(b, g, out)};
+}
+
+// smooth_l1: |d| < beta ? 0.5 d^2 / beta : |d| - 0.5 beta (beta == 0 is l1).
+std::vector<Value> smooth_l1_forward(LoweringContext& ctx) {
+  double beta = ctx.double_arg(3);
+  return pointwise_forward(ctx, ctx.int_arg(2), [beta](FunctionBuilder& b, Value x, Value t) {
+    Value z = b.unary("stablehlo.abs", b.sub(x, t));
+    if (beta == 0) return z;
+    Value quad = b.div(b.mul(splat(b, 0.5, z), b.mul(z, z)), splat(b, beta, z));
+    Value lin = b.sub(z, splat(b, 0.5 * beta, z));
+    return b.select(b.compare(z, splat(b, beta, z), shlo::CompareDirection::kLT), quad, lin);
+  });
+}
+
+// The CPU kernel's branch order: d <= -beta -> -1, d >= beta -> 1, else d / beta.
+std::vector<Value> smooth_l1_backward(LoweringContext& ctx) {
+  double beta = ctx.double_arg(4);
+  return pointwise_backward(ctx, ctx.int_arg(3), [beta](FunctionBuilder& b, Value x, Value t) {
+    Value d = b.sub(x, t);
+    Value inner = beta == 0 ? splat(b, 0, d) : b.div(d, splat(b, beta, d));
+    Value r = b.select(b.compare(d, splat(b, beta, d), shlo::CompareDirection::kGE), splat(b, 1, d),
+                       inner);
+    return b.select(b.compare(d, splat(b, -beta, d), shlo::CompareDirection::kLE), splat(b, -1, d),
+                    r);
+  });
+}
+
+// huber: |d| < delta ? 0.5 d^2 : delta (|d| - 0.5 delta).
+std::vector<Value> huber_forward(LoweringContext& ctx) {
+  double delta = ctx.double_arg(3);
+  return pointwise_forward(ctx, ctx.int_arg(2), [delta](FunctionBuilder& b, Value x, Value t) {
+    Value z = b.unary("stablehlo.abs", b.sub(x, t));
+    Value quad = b.mul(splat(b, 0.5, z), b.mul(z, z));
+    Value lin = b.mul(splat(b, delta, z), b.sub(z, splat(b, 0.5 * delta, z)));
+    return b.select(b.compare(z, splat(b, delta, z), shlo::CompareDirection::kLT), quad, lin);
+  });
+}
+
+std::vector<Value> huber_backward(LoweringContext& ctx) {
+  double delta = ctx.double_arg(4);
+  return pointwise_backward(ctx, ctx.int_arg(3), [delta](FunctionBuilder& b, Value x, Value t) {
+    Value d = b.sub(x, t);
+    Value r = b.select(b.compare(d, splat(b, delta, d), shlo::CompareDirection::kGE),
+                       splat(b, delta, d), d);
+    return b.select(b.compare(d, splat(b, -delta, d), shlo::CompareDirection::kLE),
+                    splat(b, -delta, d), r);
+  });
+}
+
+// binary_cross_entropy(self, target, weight?, reduction): logs clamped at -100 like the CPU.
+std::vector<Value> bce_forward(LoweringContext& ctx) {
+  return pointwise_forward(
+      ctx, ctx.int_arg(3),
+      [](FunctionBuilder& b, Value x, Value t) {
+        Value floor = splat(b, -100, x);
+        Value log_x = b.max(b.unary("stablehlo.log", x), floor);
+        Value log_1mx = b.max(b.unary("stablehlo.log_plus_one", b.neg(x)), floor);
+        return b.sub(b.mul(b.sub(t, splat(b, 1, t)), log_1mx), b.mul(t, log_x));
+      },
+      2);
+}
+
+// grad * (x - t) / max((1 - x) x, 1e-12) (* weight).
+std::vector<Value> bce_backward(LoweringContext& ctx) {
+  return pointwise_backward(
+      ctx, ctx.int_arg(4),
+      [](FunctionBuilder& b, Value x, Value t) {
+        Value denom = b.max(b.mul(b.sub(splat(b, 1, x), x), x), splat(b, 1e-12, x));
+        return b.div(b.sub(x, t), denom);
+      },
+      3);
+}
+
+TORCHTPU_LOWERING("aten::smooth_l1_loss", smooth_l1_forward);
+TORCHTPU_LOWERING("aten::smooth_l1_loss_backward", smooth_l1_backward);
+TORCHTPU_LOWERING("aten::huber_loss", huber_forward);
+TORCHTPU_LOWERING("aten::huber_loss_backward", huber_backward);
+TORCHTPU_LOWERING("aten::binary_cross_entropy", bce_forward);
+TORCHTPU_LOWERING("aten::binary_cross_entropy_backward", bce_backward);
 
 }  // namespace
 }  // namespace torchtpu::lowering
