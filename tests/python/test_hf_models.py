@@ -75,13 +75,14 @@ def both(model):
 # Llama: 30 AdamW steps, float32 and bfloat16 autocast
 
 
-def tiny_llama():
+def tiny_llama(attn_implementation="sdpa"):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
     cfg = LlamaConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
                       num_key_value_heads=2, vocab_size=256, intermediate_size=128,
-                      max_position_embeddings=64, attn_implementation="eager")
+                      max_position_embeddings=64,
+                      attn_implementation=attn_implementation)
     model = LlamaForCausalLM(cfg)
     ids = torch.randint(0, 256, (2, 16), generator=torch.Generator().manual_seed(1))
     return model, ids
@@ -102,8 +103,11 @@ def train_llama(model, ids, device, steps, autocast_dtype=None):
     return torch.stack(losses).cpu()
 
 
-def test_llama_adamw_float32_matches_cpu():
-    model, ids = tiny_llama()
+# sdpa is what Transformers picks by default (aten::scaled_dot_product_attention); eager spells
+# attention out with matmul, mask add and softmax.
+@pytest.mark.parametrize("attn", ["sdpa", "eager"])
+def test_llama_adamw_float32_matches_cpu(attn):
+    model, ids = tiny_llama(attn)
     m_cpu, m_tpu = both(model)
     with NoFallbacks():
         losses_tpu = train_llama(m_tpu, ids, "tpu", 30)
