@@ -129,6 +129,22 @@ def test_llama_adamw_bf16_autocast_tracks_cpu_autocast():
     torch.testing.assert_close(losses_tpu, losses_cpu, rtol=2e-2, atol=0)
 
 
+def test_llama_compiled_training_steps_match_cpu():
+    # The same model under torch.compile(backend="tpu"): one program per graph instead of one per
+    # op, built from the same lowerings, so it must agree with CPU just as eager does.
+    model, ids = tiny_llama()
+    m_cpu, m_tpu = both(model)
+    compiled = torch.compile(m_tpu, backend="tpu")
+    try:
+        with NoFallbacks():
+            losses_tpu = train_llama(compiled, ids, "tpu", 4)
+    finally:
+        torch._dynamo.reset()
+    losses_cpu = train_llama(m_cpu, ids, "cpu", 4)
+    torch.testing.assert_close(losses_tpu, losses_cpu, rtol=1e-4, atol=0)
+    assert_params_close(m_cpu, m_tpu, rtol=1e-3, atol=1e-3)
+
+
 def test_module_to_tpu_keeps_tied_parameters_tied():
     # Module._apply keeps a Parameter's identity (`param.data = moved`) only when
     # _has_compatible_shallow_copy_type says the tpu tensor may replace the CPU one; otherwise
