@@ -305,6 +305,9 @@ class ProgramBuilder {
       case ArgDesc::Kind::kTensor:
         a.kind = LArg::Kind::kTensor;
         a.value = read_tensor(d);
+        // The tensor itself, for the few lowerings whose results depend on the input's layout
+        // the way the CPU kernel's do (LU of A^T for contiguous A); strides are in the key.
+        a.ivalue = v;
         break;
       case ArgDesc::Kind::kTensorList:
         a.kind = LArg::Kind::kTensorList;

@@ -36,7 +36,7 @@ struct LArg {
   Kind kind = Kind::kNone;
   Value value;
   std::vector<std::optional<Value>> values;
-  c10::IValue ivalue;
+  c10::IValue ivalue;  // kScalar: a sample value; kTensor: the eager input tensor (else None)
 };
 
 class LoweringContext {

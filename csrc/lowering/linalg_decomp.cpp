@@ -1,0 +1,559 @@
+// Matrix decompositions and solves for real dtypes: triangular solves and Cholesky on
+// stablehlo.triangular_solve / stablehlo.cholesky, and LU with partial pivoting (LAPACK getrf
+// semantics: 1-based sequential row swaps in `pivots`, `info` = first zero pivot) as a
+// stablehlo.while over the columns, from which lu_unpack, lu_solve, inv, det, slogdet and
+// solve follow. Batch dims broadcast as the meta kernels report in out_types.
+//
+// `check_errors=True` needs a host-side raise on singular/non-PD input: those calls stay on the
+// CPU (NotImplementedError -> fallback); PyTorch's own linalg.inv/cholesky/solve pass
+// check_errors=False and check `info` themselves.
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "lowering/lowering.h"
+
+namespace torchtpu::lowering {
+namespace {
+
+using shlo::CompareDirection;
+
+using Shape = std::vector<int64_t>;
+
+Shape drop(const Shape& s, size_t d) {
+  Shape r = s;
+  r.erase(r.begin() + static_cast<std::ptrdiff_t>(d));
+  return r;
+}
+
+Shape with_last2(Shape batch, int64_t m, int64_t n) {
+  batch.push_back(m);
+  batch.push_back(n);
+  return batch;
+}
+
+Shape batch_of(const Shape& s) { return Shape(s.begin(), s.end() - 2); }
+
+std::vector<int64_t> all_but(size_t rank, size_t d) {
+  std::vector<int64_t> dims;
+  for (size_t i = 0; i < rank; ++i)
+    if (i != d) dims.push_back(static_cast<int64_t>(i));
+  return dims;
+}
+
+std::vector<int64_t> first_n(size_t n) {
+  std::vector<int64_t> dims(n);
+  std::iota(dims.begin(), dims.end(), 0);
+  return dims;
+}
+
+// v (shape `full` without dim d) broadcast along d.
+Value expand(FunctionBuilder& b, Value v, const Shape& full, size_t d) {
+  return b.broadcast_in_dim(v, full, all_but(full.size(), d));
+}
+
+// A 0-d value broadcast to `shape`.
+Value splat(FunctionBuilder& b, Value s, const Shape& shape) {
+  return b.broadcast_in_dim(s, shape, {});
+}
+
+// A value of shape batch broadcast to `shape` (batch dims leading).
+Value from_batch(FunctionBuilder& b, Value v, const Shape& shape) {
+  return b.broadcast_in_dim(v, shape, first_n(static_cast<size_t>(v.rank())));
+}
+
+Value reduce_dim(FunctionBuilder& b, Value v, size_t d, const char* op, double init) {
+  return b.reduce_simple(v, b.constant(init, TensorType(v.dtype(), {})), {static_cast<int64_t>(d)},
+                         op);
+}
+
+Value sum_dim(FunctionBuilder& b, Value v, size_t d) {
+  return reduce_dim(b, v, d, "stablehlo.add", 0);
+}
+
+Value iota_s64(FunctionBuilder& b, const Shape& shape, size_t d) {
+  return b.iota(TensorType(ElementType::kS64, shape), static_cast<int64_t>(d));
+}
+
+Value eq(FunctionBuilder& b, Value x, Value y) { return b.compare(x, y, CompareDirection::kEQ); }
+Value land(FunctionBuilder& b, Value p, Value q) { return b.binary("stablehlo.and", p, q); }
+
+Value zeros(FunctionBuilder& b, const TensorType& t) { return b.constant(0, t); }
+
+Value transpose_last2(FunctionBuilder& b, Value v) {
+  std::vector<int64_t> perm = first_n(static_cast<size_t>(v.rank()));
+  std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
+  return b.transpose(v, perm);
+}
+
+// Keeps the lower (lower=true) or upper triangle from diagonal offset `diag` on.
+Value triangle(FunctionBuilder& b, Value v, bool lower, int64_t diag = 0) {
+  size_t r = static_cast<size_t>(v.rank());
+  Value rows = iota_s64(b, v.shape(), r - 2), cols = iota_s64(b, v.shape(), r - 1);
+  Value off = b.add(rows, b.constant_int(diag, rows.type));
+  Value keep = lower ? b.compare(cols, off, CompareDirection::kLE)
+                     : b.compare(cols, off, CompareDirection::kGE);
+  return b.select(keep, v, zeros(b, v.type));
+}
+
+Value eye(FunctionBuilder& b, const TensorType& t) {
+  size_t r = static_cast<size_t>(t.rank());
+  Value rows = iota_s64(b, t.shape, r - 2), cols = iota_s64(b, t.shape, r - 1);
+  return b.convert(eq(b, rows, cols), t.dtype);
+}
+
+// Solves op(a) x = rhs (left) or x op(a) = rhs; a and rhs share their batch dims.
+Value tri_solve(FunctionBuilder& b, Value a, Value rhs, bool left, bool lower, bool unit,
+                bool transpose) {
+  std::string attrs =
+      std::string("left_side = ") + (left ? "true" : "false") +
+      ", lower = " + (lower ? "true" : "false") + ", unit_diagonal = " + (unit ? "true" : "false") +
+      ", transpose_a = #stablehlo<transpose " + (transpose ? "TRANSPOSE" : "NO_TRANSPOSE") + ">";
+  return b.op("stablehlo.triangular_solve", {a, rhs}, rhs.type, attrs);
+}
+
+// PyTorch factors A^T when A is contiguous (det, slogdet; not solve) and its backward formulas
+// read the saved LU accordingly, so the lowering must do the same. Compiled graphs carry no
+// tensor here: their inputs are contiguous intermediates.
+bool contiguous_arg(const LoweringContext& ctx, size_t i) {
+  const c10::IValue& iv = ctx.arg(i).ivalue;
+  return !iv.isTensor() || iv.toTensor().is_contiguous();
+}
+
+void check_real(const LoweringContext& ctx, ElementType t) {
+  TORCH_CHECK_NOT_IMPLEMENTED(shlo::is_float(t), "torchtpu lowering: ", ctx.schema().name(),
+                              " is lowered for real floating point dtypes only");
+}
+
+// ---- triangular solves ----
+
+std::vector<Value> lower_linalg_solve_triangular(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  const TensorType& out = ctx.out_type();
+  check_real(ctx, out.dtype);
+  bool upper = ctx.bool_arg(ctx.index_of("upper"));
+  bool left = ctx.bool_arg(ctx.index_of("left"));
+  bool unit = ctx.bool_arg(ctx.index_of("unitriangular"));
+  Value a = ctx.tensor(0);
+  int64_t n = a.shape().back();
+  Value av = coerce(b, a, TensorType(out.dtype, with_last2(batch_of(out.shape), n, n)));
+  Value rhs = coerce(b, ctx.tensor(1), out);
+  return {tri_solve(b, av, rhs, left, !upper, unit, false)};
+}
+
+// triangular_solve(b, A, upper, transpose, unitriangular) -> (solution, cloned A)
+std::vector<Value> lower_triangular_solve(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  const TensorType& out = ctx.out_type(0);
+  check_real(ctx, out.dtype);
+  bool upper = ctx.bool_arg(2), transpose = ctx.bool_arg(3), unit = ctx.bool_arg(4);
+  Value av = coerce(b, ctx.tensor(1), ctx.out_type(1));
+  Value rhs = coerce(b, ctx.tensor(0), out);
+  return {tri_solve(b, av, rhs, true, !upper, unit, transpose), av};
+}
+
+// ---- Cholesky ----
+
+// Lower factor, upper triangle zeroed; info = 1 + the first column whose pivot is not
+// positive (XLA leaves NaN there), else 0.
+std::pair<Value, Value> cholesky(FunctionBuilder& b, Value a, const TensorType& info_type) {
+  Value l = b.op("stablehlo.cholesky", {a}, a.type, "lower = true");
+  l = triangle(b, l, true);
+  size_t r = static_cast<size_t>(a.rank());
+  Value rows = iota_s64(b, a.shape(), r - 2), cols = iota_s64(b, a.shape(), r - 1);
+  Value diag = sum_dim(b, b.select(eq(b, rows, cols), l, zeros(b, l.type)), r - 1);
+  Shape vshape = drop(a.shape(), r - 1);
+  Value idx = iota_s64(b, vshape, r - 2);
+  Value bad = b.unary("stablehlo.not", b.compare(diag, zeros(b, diag.type), CompareDirection::kGT));
+  int64_t n = a.shape().back();
+  Value first = reduce_dim(b, b.select(bad, idx, b.constant_int(n, idx.type)), r - 2,
+                           "stablehlo.minimum", static_cast<double>(n));
+  Value info = b.select(eq(b, first, b.constant_int(n, first.type)), zeros(b, first.type),
+                        b.add(first, b.constant_int(1, first.type)));
+  return {l, coerce(b, info, info_type)};
+}
+
+std::vector<Value> lower_linalg_cholesky_ex(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  check_real(ctx, ctx.out_type(0).dtype);
+  TORCH_CHECK_NOT_IMPLEMENTED(!ctx.bool_arg(ctx.index_of("check_errors")),
+                              "torchtpu: linalg_cholesky_ex(check_errors=True) raises on the host");
+  bool upper = ctx.bool_arg(ctx.index_of("upper"));
+  Value a = coerce(b, ctx.tensor(0), ctx.out_type(0));
+  auto [l, info] = cholesky(b, a, ctx.out_type(1));
+  return {upper ? transpose_last2(b, l) : l, info};
+}
+
+std::vector<Value> lower_cholesky(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  check_real(ctx, ctx.out_type().dtype);
+  bool upper = ctx.bool_arg(1);
+  Value a = coerce(b, ctx.tensor(0), ctx.out_type());
+  Shape ishape = batch_of(a.shape());
+  Value l = cholesky(b, a, TensorType(ElementType::kS32, ishape)).first;
+  return {upper ? transpose_last2(b, l) : l};
+}
+
+// A = L L^T (or U^T U): x = L^-T L^-1 rhs.
+Value cholesky_solve(FunctionBuilder& b, Value factor, Value rhs, bool upper) {
+  if (upper) {
+    Value y = tri_solve(b, factor, rhs, true, false, false, true);
+    return tri_solve(b, factor, y, true, false, false, false);
+  }
+  Value y = tri_solve(b, factor, rhs, true, true, false, false);
+  return tri_solve(b, factor, y, true, true, false, true);
+}
+
+std::vector<Value> lower_cholesky_solve_helper(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  const TensorType& out = ctx.out_type();
+  check_real(ctx, out.dtype);
+  Value a = ctx.tensor(1);
+  int64_t n = a.shape().back();
+  Value av = coerce(b, a, TensorType(out.dtype, with_last2(batch_of(out.shape), n, n)));
+  Value rhs = coerce(b, ctx.tensor(0), out);
+  // upper=true: A = U^T U, U stored upper, so the "lower" solves use U^T.
+  bool upper = ctx.bool_arg(2);
+  if (upper) {
+    Value y = tri_solve(b, av, rhs, true, false, false, true);
+    return {tri_solve(b, av, y, true, false, false, false)};
+  }
+  return {cholesky_solve(b, av, rhs, false)};
+}
+
+std::vector<Value> lower_cholesky_inverse(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  const TensorType& out = ctx.out_type();
+  check_real(ctx, out.dtype);
+  Value f = coerce(b, ctx.tensor(0), out);
+  bool upper = ctx.bool_arg(1);
+  Value x = upper ? [&] {
+    Value y = tri_solve(b, f, eye(b, out), true, false, false, true);
+    return tri_solve(b, f, y, true, false, false, false);
+  }()
+                  : cholesky_solve(b, f, eye(b, out), false);
+  return {x};
+}
+
+// ---- LU with partial pivoting ----
+
+struct LU {
+  Value lu;      // batch x m x n
+  Value pivots;  // batch x min(m, n), s32, 1-based
+  Value info;    // batch, s32
+};
+
+LU lu_factor(FunctionBuilder& b, Value a, bool pivot) {
+  const Shape shape = a.shape();
+  const size_t r = shape.size();
+  const int64_t m = shape[r - 2], n = shape[r - 1], kmax = std::min(m, n);
+  const Shape batch = batch_of(shape);
+  Shape piv_shape = batch;
+  piv_shape.push_back(kmax);
+  TensorType piv_t(ElementType::kS32, piv_shape), info_t(ElementType::kS32, batch);
+  TensorType k_t(ElementType::kS64, {});
+  std::vector<Value> init = {b.constant_int(0, k_t), a, b.constant_int(0, piv_t),
+                             b.constant_int(0, info_t)};
+  std::vector<TensorType> types = {k_t, a.type, piv_t, info_t};
+  auto cond = [kmax, k_t](FunctionBuilder& ib, const std::vector<Value>& st) -> std::vector<Value> {
+    return {ib.compare(st[0], ib.constant_int(kmax, k_t), CompareDirection::kLT)};
+  };
+  auto body = [=](FunctionBuilder& ib, const std::vector<Value>& st) -> std::vector<Value> {
+    Value k = st[0], A = st[1], piv = st[2], info = st[3];
+    Value rows = iota_s64(ib, shape, r - 2), cols = iota_s64(ib, shape, r - 1);
+    Value kb = splat(ib, k, shape);
+    Value zero = zeros(ib, A.type);
+    Value colmask = eq(ib, cols, kb);
+    const Shape mshape = drop(shape, r - 1), nshape = drop(shape, r - 2);
+    Value colk = sum_dim(ib, ib.select(colmask, A, zero), r - 1);
+    Value rowvec = iota_s64(ib, mshape, r - 2);
+    Value kbm = splat(ib, k, mshape);
+    Value p;
+    if (pivot) {
+      Value cand = ib.compare(rowvec, kbm, CompareDirection::kGE);
+      Value masked = ib.select(cand, ib.unary("stablehlo.abs", colk), ib.constant(-1, colk.type));
+      Value mx = reduce_dim(ib, masked, r - 2, "stablehlo.maximum", -1);
+      Value hit = land(ib, cand, eq(ib, masked, from_batch(ib, mx, mshape)));
+      p = reduce_dim(ib, ib.select(hit, rowvec, ib.constant_int(m, rowvec.type)), r - 2,
+                     "stablehlo.minimum", static_cast<double>(m));
+      Value kbatch = splat(ib, k, batch);
+      p = ib.select(eq(ib, p, ib.constant_int(m, p.type)), kbatch, p);
+    } else {
+      p = splat(ib, k, batch);
+    }
+    Value pb = from_batch(ib, p, shape);
+    Value rowk = sum_dim(ib, ib.select(eq(ib, rows, kb), A, zero), r - 2);
+    Value rowp = sum_dim(ib, ib.select(eq(ib, rows, pb), A, zero), r - 2);
+    A = ib.select(eq(ib, rows, kb), expand(ib, rowp, shape, r - 2),
+                  ib.select(eq(ib, rows, pb), expand(ib, rowk, shape, r - 2), A));
+    Value colvec = iota_s64(ib, nshape, r - 2);
+    Value d = sum_dim(
+        ib, ib.select(eq(ib, colvec, splat(ib, k, nshape)), rowp, zeros(ib, rowp.type)), r - 2);
+    Value colk2 = sum_dim(ib, ib.select(colmask, A, zero), r - 1);
+    Value dz = eq(ib, d, zeros(ib, d.type));
+    Value l =
+        ib.select(from_batch(ib, dz, mshape), colk2, ib.div(colk2, from_batch(ib, d, mshape)));
+    Value below = ib.compare(rows, kb, CompareDirection::kGT);
+    Value right = ib.compare(cols, kb, CompareDirection::kGT);
+    Value lb = expand(ib, l, shape, r - 1);
+    Value upd = ib.sub(A, ib.mul(lb, expand(ib, rowp, shape, r - 2)));
+    A = ib.select(land(ib, below, right), upd, A);
+    A = ib.select(land(ib, below, colmask), lb, A);
+    Value pividx = ib.iota(TensorType(ElementType::kS64, piv.shape()), static_cast<int64_t>(r - 2));
+    Value p1 = ib.convert(ib.add(p, ib.constant_int(1, p.type)), ElementType::kS32);
+    piv =
+        ib.select(eq(ib, pividx, splat(ib, k, piv.shape())), from_batch(ib, p1, piv.shape()), piv);
+    Value k1 =
+        ib.convert(splat(ib, ib.add(k, ib.constant_int(1, k.type)), batch), ElementType::kS32);
+    Value first = land(ib, dz, eq(ib, info, zeros(ib, info.type)));
+    info = ib.select(first, k1, info);
+    return {ib.add(k, ib.constant_int(1, k.type)), A, piv, info};
+  };
+  std::vector<Value> res =
+      b.op_multi("stablehlo.while", init, types, "", {{types, cond}, {types, body}});
+  return {res[1], res[2], res[3]};
+}
+
+// The row permutation the sequential swaps in `pivots` apply: perm[i] = the original row that
+// ends up in row i (P^T A = L U with (P^T A)[i] = A[perm[i]]). Shape batch x m, s64.
+Value permutation(FunctionBuilder& b, Value pivots, int64_t m) {
+  Shape pshape = pivots.shape();
+  const int64_t kmax = pshape.back();
+  Shape bshape(pshape.begin(), pshape.end() - 1);
+  Shape mshape = bshape;
+  mshape.push_back(m);
+  size_t last = mshape.size() - 1;
+  TensorType k_t(ElementType::kS64, {});
+  Value perm0 = iota_s64(b, mshape, last);
+  Value piv = b.convert(pivots, ElementType::kS64);
+  std::vector<Value> init = {b.constant_int(0, k_t), perm0, piv};
+  std::vector<TensorType> types = {k_t, perm0.type, piv.type};
+  auto cond = [kmax, k_t](FunctionBuilder& ib, const std::vector<Value>& st) -> std::vector<Value> {
+    return {ib.compare(st[0], ib.constant_int(kmax, k_t), CompareDirection::kLT)};
+  };
+  auto body = [=](FunctionBuilder& ib, const std::vector<Value>& st) -> std::vector<Value> {
+    Value i = st[0], perm = st[1], pv = st[2];
+    Value pidx = iota_s64(ib, pshape, last);
+    Value pi =
+        sum_dim(ib, ib.select(eq(ib, pidx, splat(ib, i, pshape)), pv, zeros(ib, pv.type)), last);
+    pi = ib.sub(pi, ib.constant_int(1, pi.type));
+    Value idx = iota_s64(ib, mshape, last);
+    Value at_i = eq(ib, idx, splat(ib, i, mshape));
+    Value at_p = eq(ib, idx, from_batch(ib, pi, mshape));
+    Value zero = zeros(ib, perm.type);
+    Value vi = sum_dim(ib, ib.select(at_i, perm, zero), last);
+    Value vp = sum_dim(ib, ib.select(at_p, perm, zero), last);
+    perm = ib.select(at_i, from_batch(ib, vp, mshape),
+                     ib.select(at_p, from_batch(ib, vi, mshape), perm));
+    return {ib.add(i, ib.constant_int(1, i.type)), perm, pv};
+  };
+  return b.op_multi("stablehlo.while", init, types, "", {{types, cond}, {types, body}})[1];
+}
+
+// P^T x (rows of x gathered by perm) when `transpose`, else P x; x is batch x m x k.
+Value apply_perm(FunctionBuilder& b, Value perm, Value x, bool transpose) {
+  const Shape& xs = x.shape();
+  size_t r = xs.size();
+  int64_t m = xs[r - 2];
+  Shape pshape = with_last2(batch_of(xs), m, m);
+  Value rows = iota_s64(b, pshape, r - 2), cols = iota_s64(b, pshape, r - 1);
+  // Pt[i, j] = perm[i] == j; P[i, j] = perm[j] == i.
+  Value mat = transpose ? eq(b, expand(b, perm, pshape, r - 1), cols)
+                        : eq(b, expand(b, perm, pshape, r - 2), rows);
+  Value pm = b.convert(mat, x.dtype());
+  std::vector<int64_t> bd = first_n(r - 2);
+  return b.dot_general(pm, x, bd, bd, {static_cast<int64_t>(r - 1)}, {static_cast<int64_t>(r - 2)},
+                       x.type);
+}
+
+// Solves A x = rhs (adjoint: A^T x = rhs) from A's LU factors; shapes share batch dims.
+Value lu_solve_left(FunctionBuilder& b, Value lu, Value perm, Value rhs, bool adjoint) {
+  if (!adjoint) {
+    Value y = apply_perm(b, perm, rhs, true);
+    y = tri_solve(b, lu, y, true, true, true, false);
+    return tri_solve(b, lu, y, true, false, false, false);
+  }
+  Value y = tri_solve(b, lu, rhs, true, false, false, true);
+  y = tri_solve(b, lu, y, true, true, true, true);
+  return apply_perm(b, perm, y, false);
+}
+
+Value lu_solve(FunctionBuilder& b, Value lu, Value perm, Value rhs, bool left, bool adjoint) {
+  if (left) return lu_solve_left(b, lu, perm, rhs, adjoint);
+  // x A = rhs  <=>  A^T x^T = rhs^T
+  return transpose_last2(b, lu_solve_left(b, lu, perm, transpose_last2(b, rhs), !adjoint));
+}
+
+std::vector<Value> lower_lu_factor_ex(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  check_real(ctx, ctx.out_type(0).dtype);
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      !ctx.bool_arg(ctx.index_of("check_errors")),
+      "torchtpu: linalg_lu_factor_ex(check_errors=True) raises on the host");
+  bool pivot = ctx.bool_arg(ctx.index_of("pivot"));
+  LU f = lu_factor(b, coerce(b, ctx.tensor(0), ctx.out_type(0)), pivot);
+  return {f.lu, coerce(b, f.pivots, ctx.out_type(1)), coerce(b, f.info, ctx.out_type(2))};
+}
+
+// P, L, U from packed factors (empty outputs where the meta kernel says so).
+std::vector<Value> unpack(LoweringContext& ctx, Value lu, Value pivots, bool data, bool pivs) {
+  FunctionBuilder& b = ctx.b;
+  const Shape& s = lu.shape();
+  size_t r = s.size();
+  int64_t m = s[r - 2], n = s[r - 1], k = std::min(m, n);
+  Value P = zeros(b, ctx.out_type(0)), L = zeros(b, ctx.out_type(1)), U = zeros(b, ctx.out_type(2));
+  if (pivs && ctx.out_type(0).numel() > 0) {
+    Value perm = permutation(b, pivots, m);
+    Shape pshape = with_last2(batch_of(s), m, m);
+    Value rows = iota_s64(b, pshape, r - 2);
+    P = coerce(b, eq(b, expand(b, perm, pshape, r - 2), rows), ctx.out_type(0));
+  }
+  if (data && ctx.out_type(1).numel() > 0) {
+    Shape z(r, 0), one(r, 1);
+    Shape lim = s;
+    lim[r - 1] = k;
+    Value l = triangle(b, b.slice(lu, z, lim, one), true, -1);
+    l = b.add(l, eye(b, l.type));
+    L = coerce(b, l, ctx.out_type(1));
+    lim = s;
+    lim[r - 2] = k;
+    U = coerce(b, triangle(b, b.slice(lu, z, lim, one), false), ctx.out_type(2));
+  }
+  return {P, L, U};
+}
+
+std::vector<Value> lower_lu_unpack(LoweringContext& ctx) {
+  check_real(ctx, ctx.tensor(0).dtype());
+  return unpack(ctx, ctx.tensor(0), ctx.tensor(1), ctx.bool_arg(2), ctx.bool_arg(3));
+}
+
+std::vector<Value> lower_linalg_lu(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  check_real(ctx, ctx.tensor(0).dtype());
+  bool pivot = ctx.bool_arg(ctx.index_of("pivot"));
+  LU f = lu_factor(b, ctx.tensor(0), pivot);
+  return unpack(ctx, f.lu, f.pivots, true, pivot);
+}
+
+std::vector<Value> lower_linalg_lu_solve(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  const TensorType& out = ctx.out_type();
+  check_real(ctx, out.dtype);
+  bool left = ctx.bool_arg(ctx.index_of("left")), adjoint = ctx.bool_arg(ctx.index_of("adjoint"));
+  Value lu = ctx.tensor(0);
+  int64_t n = lu.shape().back();
+  Shape batch = batch_of(out.shape);
+  Value luv = coerce(b, lu, TensorType(out.dtype, with_last2(batch, n, n)));
+  Shape pb = batch;
+  pb.push_back(n);
+  Value piv = coerce(b, ctx.tensor(1), TensorType(ElementType::kS32, pb));
+  Value perm = permutation(b, piv, n);
+  return {lu_solve(b, luv, perm, coerce(b, ctx.tensor(2), out), left, adjoint)};
+}
+
+std::vector<Value> lower_linalg_inv_ex(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  const TensorType& out = ctx.out_type(0);
+  check_real(ctx, out.dtype);
+  TORCH_CHECK_NOT_IMPLEMENTED(!ctx.bool_arg(ctx.index_of("check_errors")),
+                              "torchtpu: linalg_inv_ex(check_errors=True) raises on the host");
+  LU f = lu_factor(b, coerce(b, ctx.tensor(0), out), true);
+  Value perm = permutation(b, f.pivots, out.shape.back());
+  return {lu_solve(b, f.lu, perm, eye(b, out), true, false), coerce(b, f.info, ctx.out_type(1))};
+}
+
+// Product of U's diagonal and the permutation's sign (-1 per actual swap).
+std::pair<Value, Value> diag_and_sign(FunctionBuilder& b, const LU& f) {
+  const Shape& s = f.lu.shape();
+  size_t r = s.size();
+  Value rows = iota_s64(b, s, r - 2), cols = iota_s64(b, s, r - 1);
+  Value diag = sum_dim(b, b.select(eq(b, rows, cols), f.lu, zeros(b, f.lu.type)), r - 1);
+  Value idx =
+      b.add(b.iota(f.pivots.type, static_cast<int64_t>(r - 2)), b.constant_int(1, f.pivots.type));
+  Value swapped = b.convert(b.compare(idx, f.pivots, CompareDirection::kNE), ElementType::kS32);
+  Value nswaps = sum_dim(b, swapped, r - 2);
+  Value odd = eq(b, b.binary("stablehlo.and", nswaps, b.constant_int(1, nswaps.type)),
+                 b.constant_int(1, nswaps.type));
+  Value sign = b.select(odd, b.constant(-1, TensorType(f.lu.dtype(), nswaps.shape())),
+                        b.constant(1, TensorType(f.lu.dtype(), nswaps.shape())));
+  return {diag, sign};
+}
+
+std::vector<Value> lower_linalg_det(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  check_real(ctx, ctx.out_type(0).dtype);
+  Value a = coerce(b, ctx.tensor(0), ctx.out_type(1));
+  LU f = lu_factor(b, contiguous_arg(ctx, 0) ? transpose_last2(b, a) : a, true);
+  auto [diag, sign] = diag_and_sign(b, f);
+  size_t r = static_cast<size_t>(f.lu.rank());
+  Value det = b.mul(sign, reduce_dim(b, diag, r - 2, "stablehlo.multiply", 1));
+  return {coerce(b, det, ctx.out_type(0)), f.lu, coerce(b, f.pivots, ctx.out_type(2))};
+}
+
+std::vector<Value> lower_linalg_slogdet(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  check_real(ctx, ctx.out_type(0).dtype);
+  Value a = coerce(b, ctx.tensor(0), ctx.out_type(2));
+  LU f = lu_factor(b, contiguous_arg(ctx, 0) ? transpose_last2(b, a) : a, true);
+  auto [diag, sign] = diag_and_sign(b, f);
+  size_t r = static_cast<size_t>(f.lu.rank());
+  Value neg =
+      b.convert(b.compare(diag, zeros(b, diag.type), CompareDirection::kLT), ElementType::kS32);
+  Value nneg = sum_dim(b, neg, r - 2);
+  Value odd = eq(b, b.binary("stablehlo.and", nneg, b.constant_int(1, nneg.type)),
+                 b.constant_int(1, nneg.type));
+  sign = b.select(odd, b.neg(sign), sign);
+  Value logabs = sum_dim(b, b.unary("stablehlo.log", b.unary("stablehlo.abs", diag)), r - 2);
+  Value anyzero = reduce_dim(b, b.convert(eq(b, diag, zeros(b, diag.type)), ElementType::kS32),
+                             r - 2, "stablehlo.maximum", 0);
+  sign = b.select(eq(b, anyzero, b.constant_int(1, anyzero.type)), zeros(b, sign.type), sign);
+  return {coerce(b, sign, ctx.out_type(0)), coerce(b, logabs, ctx.out_type(1)), f.lu,
+          coerce(b, f.pivots, ctx.out_type(3))};
+}
+
+// _linalg_solve_ex(A, B, left, check_errors) -> (result, LU, pivots, info)
+std::vector<Value> lower_linalg_solve_ex(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  const TensorType& out = ctx.out_type(0);
+  check_real(ctx, out.dtype);
+  TORCH_CHECK_NOT_IMPLEMENTED(!ctx.bool_arg(ctx.index_of("check_errors")),
+                              "torchtpu: _linalg_solve_ex(check_errors=True) raises on the host");
+  bool left = ctx.bool_arg(ctx.index_of("left"));
+  const TensorType& lu_t = ctx.out_type(1);
+  Value a = coerce(b, ctx.tensor(0), lu_t);
+  LU f = lu_factor(b, a, true);
+  int64_t n = lu_t.shape.back();
+  Value perm = permutation(b, f.pivots, n);
+  Value rhs = ctx.tensor(1);
+  // Vector right-hand side: B has one dim less than A (after batching) and out matches it.
+  bool vector_case = out.rank() == lu_t.rank() - 1;
+  Shape batch = batch_of(lu_t.shape);
+  TensorType rhs_t = out;
+  if (vector_case) rhs_t = TensorType(out.dtype, with_last2(batch, n, 1));
+  Value rv = vector_case ? coerce(b, b.reshape(coerce(b, rhs, out), rhs_t.shape), rhs_t)
+                         : coerce(b, rhs, out);
+  Value x = lu_solve(b, f.lu, perm, rv, left, false);
+  if (vector_case) x = b.reshape(x, out.shape);
+  return {x, f.lu, coerce(b, f.pivots, ctx.out_type(2)), coerce(b, f.info, ctx.out_type(3))};
+}
+
+TORCHTPU_LOWERING("aten::linalg_solve_triangular", lower_linalg_solve_triangular);
+TORCHTPU_LOWERING("aten::triangular_solve", lower_triangular_solve);
+TORCHTPU_LOWERING("aten::linalg_cholesky_ex", lower_linalg_cholesky_ex);
+TORCHTPU_LOWERING("aten::cholesky", lower_cholesky);
+TORCHTPU_LOWERING("aten::_cholesky_solve_helper", lower_cholesky_solve_helper);
+TORCHTPU_LOWERING("aten::cholesky_inverse", lower_cholesky_inverse);
+TORCHTPU_LOWERING("aten::linalg_lu_factor_ex", lower_lu_factor_ex);
+TORCHTPU_LOWERING("aten::lu_unpack", lower_lu_unpack);
+TORCHTPU_LOWERING("aten::linalg_lu", lower_linalg_lu);
+TORCHTPU_LOWERING("aten::linalg_lu_solve", lower_linalg_lu_solve);
+TORCHTPU_LOWERING("aten::linalg_inv_ex", lower_linalg_inv_ex);
+TORCHTPU_LOWERING("aten::_linalg_det", lower_linalg_det);
+TORCHTPU_LOWERING("aten::_linalg_slogdet", lower_linalg_slogdet);
+TORCHTPU_LOWERING("aten::_linalg_solve_ex", lower_linalg_solve_ex);
+
+}  // namespace
+}  // namespace torchtpu::lowering
