@@ -132,6 +132,67 @@ std::vector<Value> lower_roll(LoweringContext& ctx) {
   return {x};
 }
 
+// Tensor.unfold's backward: window i of grad_in (its trailing dim of `size`) lands on input
+// positions [i * step, i * step + size) along `dim`, overlapping windows adding up. Element k
+// of every window is one interior-padded (stride `step`) copy of grad_in[..., k]; summing the
+// `size` copies is the scatter-add without a scatter. Non-overlapping windows (step >= size)
+// are a single pad + reshape.
+std::vector<Value> lower_unfold_backward(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  Value g = ctx.tensor(0);
+  TensorType out = ctx.out_type();
+  std::vector<int64_t> in_shape = out.shape.empty() ? std::vector<int64_t>{1} : out.shape;
+  int64_t rank = static_cast<int64_t>(in_shape.size());
+  int64_t dim = wrap_dim(ctx.int_arg(2), rank);
+  int64_t size = ctx.int_arg(3), step = ctx.int_arg(4);
+  auto d = static_cast<size_t>(dim);
+  // grad_in: in_shape with n windows at `dim`, plus the trailing window dim (a 0-d input
+  // unfolds to a single window of size <= 1).
+  if (out.shape.empty()) g = b.reshape(g, {1, size});
+  std::vector<int64_t> g_shape = g.shape();
+  std::vector<int64_t> win_shape(g_shape.begin(), g_shape.end() - 1);
+  int64_t n = win_shape[d], len = in_shape[d];
+  Value zero = b.constant(0.0, TensorType(out.dtype, {}));
+  if (n == 0 || size == 0) return {full_like_type(b, 0.0, out)};
+  std::vector<int64_t> zeros(static_cast<size_t>(rank), 0);
+  if (step >= size) {
+    // (..., n, ..., size) -> (..., n, size, ...) padded to (..., n, step, ...) -> n * step rows.
+    std::vector<int64_t> perm;
+    for (int64_t i = 0; i <= dim; ++i) perm.push_back(i);
+    perm.push_back(rank);
+    for (int64_t i = dim + 1; i < rank; ++i) perm.push_back(i);
+    Value t = b.transpose(g, perm);
+    std::vector<int64_t> lo(static_cast<size_t>(rank) + 1, 0), hi = lo;
+    hi[d + 1] = step - size;
+    t = b.pad(t, zero, lo, hi, lo);
+    std::vector<int64_t> merged = in_shape;
+    merged[d] = n * step;
+    t = b.reshape(t, merged);
+    std::vector<int64_t> plo = zeros, phi = zeros;
+    phi[d] = len - n * step;  // negative (a slice) when the last gap runs past the end
+    return {b.reshape(b.pad(t, zero, plo, phi, zeros), out.shape)};
+  }
+  // Overlaps add up to ceil(size / step) terms: half precision sums in float32, rounds once.
+  ElementType acc = out.dtype == ElementType::kF16 || out.dtype == ElementType::kBF16
+                        ? ElementType::kF32
+                        : out.dtype;
+  Value acc_zero = b.constant(0.0, TensorType(acc, {}));
+  Value sum;
+  std::vector<int64_t> start(g_shape.size(), 0), limit = g_shape, strides(g_shape.size(), 1);
+  for (int64_t k = 0; k < size; ++k) {
+    start.back() = k;
+    limit.back() = k + 1;
+    Value gk = b.reshape(b.slice(g, start, limit, strides), win_shape);
+    std::vector<int64_t> lo = zeros, hi = zeros, interior = zeros;
+    lo[d] = k;
+    interior[d] = step - 1;
+    hi[d] = len - (k + (n - 1) * step + 1);
+    Value placed = b.pad(b.convert(gk, acc), acc_zero, lo, hi, interior);
+    sum = k == 0 ? placed : b.add(sum, placed);
+  }
+  return {b.reshape(b.convert(sum, out.dtype), out.shape)};
+}
+
 LoweringFn triangle(bool lower) {
   return [lower](LoweringContext& ctx) -> std::vector<Value> {
     FunctionBuilder& b = ctx.b;
@@ -304,6 +365,7 @@ TORCHTPU_LOWERING("aten::fill.Tensor", lower_fill);
 TORCHTPU_LOWERING("aten::zero", lower_zero);
 TORCHTPU_LOWERING("aten::flip", lower_flip);
 TORCHTPU_LOWERING("aten::roll", lower_roll);
+TORCHTPU_LOWERING("aten::unfold_backward", lower_unfold_backward);
 TORCHTPU_LOWERING("aten::tril", triangle(true));
 TORCHTPU_LOWERING("aten::triu", triangle(false));
 TORCHTPU_LOWERING("aten::repeat", lower_repeat);

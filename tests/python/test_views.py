@@ -367,3 +367,37 @@ def test_inplace_and_out_overlap_rules_match_cpu():
         y = torch.ones(4, device=dev)
         y.add_(y)  # full overlap is allowed
         assert y.cpu().tolist() == [2.0, 2.0, 2.0, 2.0]
+
+
+# Tensor.unfold's backward (aten::unfold_backward): overlapping windows add up, gaps stay zero.
+@pytest.mark.parametrize("shape,dim,size,step", [
+    ((3, 10), 1, 3, 1),   # overlapping
+    ((3, 10), 1, 4, 3),   # overlapping, last elements uncovered
+    ((10, 3), 0, 2, 2),   # exact tiling
+    ((2, 11, 3), 1, 2, 3),  # gaps, the last gap runs past the end
+    ((2, 9, 3), 1, 3, 3),   # exact tiling, middle dim
+    ((7,), 0, 7, 1),        # one window
+    ((4, 5), -1, 1, 2),
+    ((), 0, 1, 1),          # 0-d input
+])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_unfold_backward_matches_cpu(shape, dim, size, step, dtype):
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(0)).to(dtype)
+    xc = x.clone().requires_grad_()
+    xt = x.to("tpu").requires_grad_()
+    yc = xc.unfold(dim, size, step)
+    grad = torch.randn(yc.shape, generator=torch.Generator().manual_seed(1)).to(dtype)
+    import torchtpu
+
+    before = torchtpu.metrics()["cpu_fallbacks"]
+    yc.backward(grad)
+    xt.unfold(dim, size, step).backward(grad.to("tpu"))
+    expected = xc.grad
+    if dtype == torch.bfloat16:
+        # The tpu sums overlapping windows in float32 and rounds once; CPU adds in bfloat16,
+        # a rounding per add. Compare with the exact sum rounded once.
+        xf = x.float().requires_grad_()
+        xf.unfold(dim, size, step).backward(grad.float())
+        expected = xf.grad.to(dtype)
+    assert_close(xt.grad.cpu(), expected)
+    assert torchtpu.metrics()["cpu_fallbacks"] == before, torchtpu.metrics()["cpu_fallbacks_by_op"]
