@@ -1,6 +1,6 @@
 // Ops whose output shape depends on tensor data: nonzero, masked_select, unique,
-// unique_consecutive, and aten::equal (a bool on the host). Meta inference cannot size their
-// outputs, so they cannot be plain lowering-table entries. Each runs as
+// unique_consecutive, unique_dim, and aten::equal (a bool on the host). Meta inference cannot size
+// their outputs, so they cannot be plain lowering-table entries. Each runs as
 //   1. a count program (count_nonzero / torchtpu::unique_count / torchtpu::all_equal),
 //   2. one sync: the host reads that 0-d result,
 //   3. a static program that takes the count as a structural size (nonzero_static /
@@ -28,7 +28,20 @@ TORCH_LIBRARY_FRAGMENT(torchtpu, m) {
   m.def(
       "unique_static(Tensor self, int size, bool consecutive, bool return_inverse, "
       "bool return_counts) -> (Tensor, Tensor, Tensor)");
+  m.def("unique_dim_count(Tensor self, int dim, bool consecutive) -> Tensor");
+  m.def(
+      "unique_dim_static(Tensor self, int dim, int size, bool consecutive) -> "
+      "(Tensor, Tensor, Tensor)");
   m.def("all_equal(Tensor self, Tensor other) -> Tensor");
+}
+
+Tensor3 unique_dim_static_meta(const at::Tensor& self, int64_t dim, int64_t size, bool) {
+  dim = c10::maybe_wrap_dim(dim, self.dim());
+  auto sizes = self.sizes().vec();
+  int64_t m = sizes[static_cast<size_t>(dim)];
+  sizes[static_cast<size_t>(dim)] = size;
+  auto idx = self.options().dtype(at::kLong);
+  return {at::empty(sizes, self.options()), at::empty({m}, idx), at::empty({size}, idx)};
 }
 
 Tensor3 unique_static_meta(const at::Tensor& self, int64_t size, bool consecutive,
@@ -47,13 +60,18 @@ TORCH_LIBRARY_IMPL(torchtpu, Meta, m) {
     return at::empty({}, self.options().dtype(at::kLong));
   });
   m.impl("unique_static", unique_static_meta);
+  m.impl("unique_dim_count", [](const at::Tensor& self, int64_t, bool) {
+    return at::empty({}, self.options().dtype(at::kLong));
+  });
+  m.impl("unique_dim_static", unique_dim_static_meta);
   m.impl("all_equal", [](const at::Tensor& self, const at::Tensor&) {
     return at::empty({}, self.options().dtype(at::kBool));
   });
 }
 
 TORCH_LIBRARY_IMPL(torchtpu, PrivateUse1, m) {
-  for (const char* name : {"masked_select_static", "unique_count", "unique_static", "all_equal"}) {
+  for (const char* name : {"masked_select_static", "unique_count", "unique_static",
+                           "unique_dim_count", "unique_dim_static", "all_equal"}) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());
   }
 }
@@ -108,17 +126,56 @@ std::tuple<at::Tensor, at::Tensor> unique_kernel(const at::Tensor& self, bool so
   return {values, inverse};
 }
 
-// unique_consecutive over whole slices (dim set on a tensor of rank > 1) is not lowered: it
-// takes the counted CPU fallback, like unique_dim.
+// Unique slices along `dim`: the sort compares slices lexicographically with one comparator
+// term per slice element, so slices of more than this many elements (and empty inputs, whose
+// errors are the CPU's to raise) take the counted CPU fallback instead.
+constexpr int64_t kMaxUniqueSliceElements = 256;
+
+bool unique_dim_lowered(const at::Tensor& self, int64_t dim) {
+  if (self.numel() == 0) return false;
+  dim = c10::maybe_wrap_dim(dim, self.dim());
+  return self.numel() / self.size(dim) <= kMaxUniqueSliceElements;
+}
+
+// Unlike the flat form, the CPU returns inverse and counts here whether asked or not.
+Tensor3 unique_dim_impl(const at::Tensor& self, int64_t dim, bool consecutive) {
+  static auto count = torchtpu_op("torchtpu::unique_dim_count")
+                          .typed<at::Tensor(const at::Tensor&, int64_t, bool)>();
+  static auto run = torchtpu_op("torchtpu::unique_dim_static")
+                        .typed<Tensor3(const at::Tensor&, int64_t, int64_t, bool)>();
+  int64_t n = read_count(count.call(self, dim, consecutive));
+  return run.call(self, dim, n, consecutive);
+}
+
+void push3(torch::jit::Stack* stack, size_t nargs, Tensor3 r) {
+  torch::jit::drop(*stack, nargs);
+  torch::jit::push(*stack, std::get<0>(r), std::get<1>(r), std::get<2>(r));
+}
+
+// unique_consecutive(self, return_inverse, return_counts, dim?)
 void unique_consecutive_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   auto args = torch::jit::last(*stack, 4);
   const at::Tensor self = args[0].toTensor();
   bool return_inverse = args[1].toBool();
   bool return_counts = args[2].toBool();
-  if (!args[3].isNone() && self.dim() > 1) return tpu_boxed_kernel(op, stack);
-  Tensor3 r = unique_impl_kernel(self, /*consecutive=*/true, return_inverse, return_counts);
-  torch::jit::drop(*stack, 4);
-  torch::jit::push(*stack, std::get<0>(r), std::get<1>(r), std::get<2>(r));
+  if (args[3].isNone() || self.dim() <= 1) {
+    return push3(stack, 4, unique_impl_kernel(self, true, return_inverse, return_counts));
+  }
+  int64_t dim = args[3].toInt();
+  if (!unique_dim_lowered(self, dim)) return tpu_boxed_kernel(op, stack);
+  push3(stack, 4, unique_dim_impl(self, dim, /*consecutive=*/true));
+}
+
+// unique_dim(self, dim, sorted, return_inverse, return_counts) and
+// unique_dim_consecutive(self, dim, return_inverse, return_counts).
+template <bool kConsecutive>
+void unique_dim_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  size_t nargs = kConsecutive ? 4 : 5;
+  auto args = torch::jit::last(*stack, nargs);
+  const at::Tensor self = args[0].toTensor();
+  int64_t dim = args[1].toInt();
+  if (!unique_dim_lowered(self, dim)) return tpu_boxed_kernel(op, stack);
+  push3(stack, nargs, unique_dim_impl(self, dim, kConsecutive));
 }
 
 bool equal_kernel(const at::Tensor& self, const at::Tensor& other) {
@@ -139,6 +196,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_unique", unique_kernel);
   m.impl("unique_consecutive",
          torch::CppFunction::makeFromBoxedFunction<&unique_consecutive_kernel>());
+  m.impl("unique_dim", torch::CppFunction::makeFromBoxedFunction<&unique_dim_kernel<false>>());
+  m.impl("unique_dim_consecutive",
+         torch::CppFunction::makeFromBoxedFunction<&unique_dim_kernel<true>>());
   m.impl("equal", equal_kernel);
 }
 

@@ -184,6 +184,117 @@ std::vector<Value> lower_unique_static(LoweringContext& ctx) {
   return {values, inverse, counts};
 }
 
+// ---- unique over slices along `dim` (unique_dim, unique_dim_consecutive) ----
+
+// The slices as rows: column k of the (M, K) matrix is key k of a lexicographic compare.
+struct RowRuns {
+  std::vector<Value> cols;           // K rank-1 (M) columns, sorted when not consecutive
+  std::optional<Value> perm;         // sorted row -> input row
+  Value is_new;                      // (M) i1: the row differs from the previous one
+  std::vector<int64_t> moved_shape;  // the input with `dim` moved first
+};
+
+RowRuns row_runs(FunctionBuilder& b, Value x, int64_t dim, bool consecutive) {
+  RowRuns r;
+  std::vector<int64_t> perm{dim};
+  for (int64_t i = 0; i < x.rank(); ++i) {
+    if (i != dim) perm.push_back(i);
+  }
+  Value moved = b.transpose(x, perm);
+  r.moved_shape = moved.shape();
+  int64_t m = r.moved_shape[0];
+  int64_t k = x.type.numel() / m;
+  Value rows = b.reshape(moved, {m, k});
+  for (int64_t j = 0; j < k; ++j) {
+    r.cols.push_back(b.reshape(b.slice(rows, {0, j}, {m, j + 1}, {1, 1}), {m}));
+  }
+  if (!consecutive) {
+    std::vector<Value> operands = r.cols;
+    operands.push_back(b.iota(TensorType(ElementType::kS64, {m}), 0));
+    std::vector<Value> sorted =
+        b.sort(operands, 0, /*is_stable=*/true,
+               [k](FunctionBuilder& rb, const std::vector<Value>& a) -> std::vector<Value> {
+                 // lhs < rhs lexicographically, built from the last key back.
+                 Value lt = rb.compare(a[2 * (k - 1)], a[2 * (k - 1) + 1], CompareDirection::kLT);
+                 for (int64_t j = k - 2; j >= 0; --j) {
+                   Value l = a[2 * j], rr = a[2 * j + 1];
+                   lt = rb.binary(
+                       "stablehlo.or", rb.compare(l, rr, CompareDirection::kLT),
+                       rb.binary("stablehlo.and", rb.compare(l, rr, CompareDirection::kEQ), lt));
+                 }
+                 return {lt};
+               });
+    r.perm = sorted.back();
+    sorted.pop_back();
+    r.cols = sorted;
+  }
+  Value first = b.constant(1, TensorType(ElementType::kPred, {1}));
+  if (m == 1) {
+    r.is_new = first;
+  } else {
+    std::optional<Value> diff;
+    for (const Value& c : r.cols) {
+      Value d = b.compare(b.slice(c, {1}, {m}, {1}), b.slice(c, {0}, {m - 1}, {1}),
+                          CompareDirection::kNE);
+      diff = diff ? b.binary("stablehlo.or", *diff, d) : d;
+    }
+    r.is_new = b.concatenate({first, *diff}, 0);
+  }
+  return r;
+}
+
+// torchtpu::unique_dim_count(self, dim, consecutive)
+std::vector<Value> lower_unique_dim_count(LoweringContext& ctx) {
+  auto& b = ctx.b;
+  Value x = ctx.tensor(0);
+  if (x.type.numel() == 0) return {b.constant_int(0, ctx.out_type())};
+  int64_t dim = wrap_dim(ctx.int_arg(1), x.rank());
+  return {sum_all_i64(b, row_runs(b, x, dim, ctx.bool_arg(2)).is_new)};
+}
+
+// torchtpu::unique_dim_static(self, dim, size, consecutive)
+//   -> (values: self with dim of `size`, inverse[M], counts[size])
+std::vector<Value> lower_unique_dim_static(LoweringContext& ctx) {
+  auto& b = ctx.b;
+  Value x = ctx.tensor(0);
+  int64_t dim = wrap_dim(ctx.int_arg(1), x.rank());
+  int64_t size = ctx.int_arg(2);
+  if (x.type.numel() == 0 || size == 0) {
+    return {b.constant(0, ctx.out_type(0)), b.constant_int(0, ctx.out_type(1)),
+            b.constant_int(0, ctx.out_type(2))};
+  }
+  RowRuns r = row_runs(b, x, dim, ctx.bool_arg(3));
+  int64_t m = r.moved_shape[0];
+  TensorType idx_m(ElementType::kS64, {m});
+  std::vector<Value> payload = r.cols;
+  payload.push_back(b.iota(idx_m, 0));
+  std::vector<Value> packed = compact_selected(b, r.is_new, payload);
+  std::vector<Value> cols;
+  for (size_t j = 0; j < r.cols.size(); ++j) {
+    cols.push_back(b.reshape(take_prefix(b, packed[j], size), {size, 1}));
+  }
+  std::vector<int64_t> moved = r.moved_shape;
+  moved[0] = size;
+  Value values = b.reshape(cols.size() == 1 ? cols[0] : b.concatenate(cols, 1), moved);
+  std::vector<int64_t> back(static_cast<size_t>(x.rank()));
+  for (int64_t i = 0, src = 1; i < x.rank(); ++i)
+    back[static_cast<size_t>(i)] = i == dim ? 0 : src++;
+  values = b.transpose(values, back);
+  Value group =
+      b.sub(prefix_sum(b, b.convert(r.is_new, ElementType::kS64)), b.constant_int(1, idx_m));
+  if (r.perm) {
+    group = b.sort({*r.perm, group}, 0, /*is_stable=*/false,
+                   [](FunctionBuilder& rb, const std::vector<Value>& a) -> std::vector<Value> {
+                     return {rb.compare(a[0], a[1], CompareDirection::kLT)};
+                   })[1];
+  }
+  Value starts = take_prefix(b, packed.back(), size);
+  Value ends = b.concatenate(
+      {b.slice(starts, {1}, {size}, {1}), b.constant_int(m, TensorType(ElementType::kS64, {1}))},
+      0);
+  return {values, group, b.sub(ends, starts)};
+}
+
 // torchtpu::all_equal(self, other) -> 0-d bool: aten::equal's program (same shapes).
 std::vector<Value> lower_all_equal(LoweringContext& ctx) {
   auto& b = ctx.b;
@@ -204,6 +315,8 @@ TORCHTPU_LOWERING("aten::nonzero_static", lower_nonzero_static);
 TORCHTPU_LOWERING("torchtpu::masked_select_static", lower_masked_select_static);
 TORCHTPU_LOWERING("torchtpu::unique_count", lower_unique_count);
 TORCHTPU_LOWERING("torchtpu::unique_static", lower_unique_static);
+TORCHTPU_LOWERING("torchtpu::unique_dim_count", lower_unique_dim_count);
+TORCHTPU_LOWERING("torchtpu::unique_dim_static", lower_unique_dim_static);
 TORCHTPU_LOWERING("torchtpu::all_equal", lower_all_equal);
 
 }  // namespace

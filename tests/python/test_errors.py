@@ -190,7 +190,8 @@ def _fallback_op():
         ("aten::masked_select", lambda t: torch.masked_select(t, t > 0)),
         ("aten::linalg_cholesky_ex", lambda t: torch.linalg.cholesky(torch.diag(t.abs()))),
         ("aten::kthvalue", lambda t: torch.kthvalue(t, 2).values),
-        ("aten::unique_dim", lambda t: torch.unique(t.reshape(1, -1), dim=1)),
+        # slices over 256 elements are not lowered
+        ("aten::unique_dim", lambda t: torch.unique(t.reshape(-1, 1).repeat(1, 300), dim=0)),
     ]
     for name, fn in candidates:
         before = torchtpu.metrics()["cpu_fallbacks_by_op"]
@@ -222,7 +223,7 @@ calls = {
     "aten::masked_select": lambda: torch.masked_select(x, x > 0),
     "aten::linalg_cholesky_ex": lambda: torch.linalg.cholesky(torch.diag(x.abs())),
     "aten::kthvalue": lambda: torch.kthvalue(x, 2),
-    "aten::unique_dim": lambda: torch.unique(x.reshape(1, -1), dim=1),
+    "aten::unique_dim": lambda: torch.unique(x.reshape(-1, 1).repeat(1, 300), dim=0),
 }
 try:
     calls[NAME]()

@@ -82,6 +82,12 @@ def test_sort_nan_is_largest_and_signed_zeros_tie(descending):
     assert torch.equal(torch.signbit(got.values.cpu()), torch.signbit(want.values))
     _same(torch.topk(x.to("tpu"), 3, largest=not descending),
           torch.topk(x, 3, largest=not descending))
+    y = torch.tensor([[NAN, 1.0, 2.0, -1.0], [3.0, NAN, NAN, 0.5]])
+    for k in (1, 2, 3, 4):
+        got, want = torch.kthvalue(y.to("tpu"), k), torch.kthvalue(y, k)
+        _same(got.values, want.values)
+        # Which of several NaNs is picked is unspecified; the index must point at the value.
+        _same(y.to("tpu").gather(1, got.indices[:, None])[:, 0], want.values)
 
 
 def test_sort_scalar_empty_and_out():
@@ -247,6 +253,20 @@ def test_unique_edge_cases():
     vals, inv = torch.unique(x.to("tpu"), sorted=False, return_inverse=True)
     assert torch.equal(vals.cpu()[inv.cpu()], x)
     _same(torch.unique_consecutive(x.to("tpu"), dim=0), torch.unique_consecutive(x, dim=0))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool])
+def test_unique_dim_matches_cpu(dtype):
+    g = torch.Generator().manual_seed(0)
+    for shape, dim in (((6, 3), 0), ((6, 3), 1), ((4, 5, 2), 1), ((4, 5, 2), -1), ((5,), 0)):
+        x = torch.randint(0, 2, shape, generator=g).to(dtype)
+        for kw in (dict(), dict(return_inverse=True, return_counts=True)):
+            _same(torch.unique(x.to("tpu"), dim=dim, **kw), torch.unique(x, dim=dim, **kw))
+            _same(torch.unique_consecutive(x.to("tpu"), dim=dim, **kw),
+                  torch.unique_consecutive(x, dim=dim, **kw))
+        _same(torch.ops.aten.unique_dim(x.to("tpu"), dim), torch.ops.aten.unique_dim(x, dim))
+        _same(torch.ops.aten.unique_dim_consecutive(x.to("tpu"), dim),
+              torch.ops.aten.unique_dim_consecutive(x, dim))
 
 
 def test_equal():
