@@ -471,7 +471,9 @@ void batch_norm_update_kernel(const c10::OperatorHandle& op, torch::jit::Stack* 
   if (legit && !training) {
     auto r = at::_native_batch_norm_legit_no_training(input, weight, bias, running_mean,
                                                       running_var, momentum, eps);
-    outs = {std::get<0>(r), std::get<1>(r), std::get<2>(r)};
+    // Evaluation returns empty save_mean/save_invstd, like the CPU kernel.
+    outs = {std::get<0>(r), at::empty({0}, std::get<1>(r).options()),
+            at::empty({0}, std::get<2>(r).options())};
   } else if (legit) {
     auto r = at::_native_batch_norm_legit_functional(input, weight, bias, running_mean, running_var,
                                                      true, momentum, eps);
