@@ -5,7 +5,8 @@ config): inference forward and the full train step (forward, backward, AdamW ste
   cache), cpu-eager, cpu-inductor.
 
 One JSON object per line: {"workload", "mode", "phase", "median_ms" | "ms", "programs_compiled"}.
-The cold and warm runs use a private cache folder, so the numbers do not depend on earlier runs.
+The cold and warm runs use a private cache folder (torchtpu's and PyTorch's), so the numbers do not
+depend on earlier runs.
 """
 
 import argparse
@@ -118,6 +119,9 @@ def main():
             # tpu-eager gets its own cache, so "tpu-compiled" is a genuinely cold process and
             # "tpu-compiled-warm-cache" is a restart that reuses what that process compiled.
             env = dict(os.environ, TORCHTPU_CACHE_DIR=eager_cache if mode == "tpu-eager" else cache)
+            # PyTorch's own caches (AOTAutograd's, Inductor's) are private too: cold means cold.
+            env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(
+                cache if mode.startswith("tpu-compiled") else tempfile.mkdtemp(), "torch")
             r = subprocess.run([sys.executable, __file__, "--steps", str(args.steps), "--child",
                                 mode, workload], env=env, capture_output=True, text=True)
             if r.returncode != 0:

@@ -10,18 +10,24 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 import operator
 from typing import Any
 
 import torch
 import torch.fx
 from torch._decomp import core_aten_decompositions
-from torch._dynamo.backends.common import aot_autograd
+from torch._dynamo.backends.common import AotAutograd
+from torch._functorch._aot_autograd.schemas import SerializableAOTDispatchCompiler
 from torch._functorch.aot_autograd import make_boxed_func
+from torch._inductor.output_code import OutputCode
 
 from . import _C
 
 log = logging.getLogger("torchtpu.compile")
+
+# Bumped whenever the recipe encoding (what _GraphLowering records) changes meaning.
+_RECIPE_FORMAT = "torchtpu-graph-recipe-1"
 
 _graph_ids = itertools.count()
 _graphs: list = []  # (name, GraphExecutable) of every compiled graph, for metrics
@@ -121,6 +127,9 @@ class _GraphLowering:
                 raise _Unsupported(f"graph input {n.name} is a {type(val).__name__}")
         num_inputs = len(tensors) + len(get_attrs)
         g = _C.GraphExecutable(self.name, num_inputs)
+        # The same node list, kept as plain data: a serialized compiled graph (precompile) is
+        # this recipe, and loading it replays it into a new GraphExecutable.
+        self.recipe = {"num_inputs": num_inputs, "nodes": [], "outputs": None}
         for i, n in enumerate(tensors):
             self.env[n] = ("in", i)
         for j, n in enumerate(get_attrs):
@@ -157,6 +166,7 @@ class _GraphLowering:
                 idx = g.add_node(schema.name, schema.overload_name, args, outs)
             except NotImplementedError as e:
                 raise _Unsupported(str(e).split("\n")[0]) from None
+            self.recipe["nodes"].append((schema.name, schema.overload_name, args, outs))
             single = len(schema.returns) == 1 and str(schema.returns[0].type) == "Tensor"
             if single:
                 self.env[n] = ("node", idx, 0)
@@ -181,7 +191,16 @@ class _GraphLowering:
             else:
                 raise _Unsupported(f"graph output {o!r}")
         g.set_outputs(encoded)
+        self.recipe["outputs"] = encoded
         return g
+
+
+def _replay(name: str, recipe: dict):
+    g = _C.GraphExecutable(name, recipe["num_inputs"])
+    for op, overload, args, outs in recipe["nodes"]:
+        g.add_node(op, overload, args, outs)
+    g.set_outputs(recipe["outputs"])
+    return g
 
 
 def _is_dynamic(gm: torch.fx.GraphModule) -> bool:
@@ -242,40 +261,143 @@ def _compile_dynamic(gm: torch.fx.GraphModule, name: str):
     return make_boxed_func(run)
 
 
+class CompiledGraph(OutputCode):
+    """One FX graph as one XLA program. An OutputCode, so AOTAutograd can bundle it and
+    `torch.compile(...).aot_compile(...)` can save it: what is saved is the lowering recipe (plain
+    data) and the graph's constants; loading replays the recipe, and the program itself comes
+    from the persistent compilation cache."""
+
+    def __init__(self, name: str, recipe: dict, constants: list, gm=None):
+        # An instance attribute: wrappers (torch._dynamo.disable) copy __dict__, not the class.
+        self._boxed_call = True
+        self.name = name
+        self.recipe = recipe
+        self.constants = constants
+        self.gm = gm  # for the eager fallback; not serialized
+        self._g = None
+        self._eager = False
+
+    def _executable(self):
+        if self._g is None:
+            self._g = _replay(self.name, self.recipe)
+            _graphs.append((self.name, self._g))
+            self.constants = [c.to("tpu") if c.device.type != "tpu" else c for c in self.constants]
+        return self._g
+
+    def __call__(self, args):
+        if self._eager:
+            return self.gm.forward(*args)
+        try:
+            return self._executable().run(list(args) + self.constants)
+        except NotImplementedError as e:
+            if self.gm is None:
+                raise
+            # A lowering declined this signature (e.g. a dtype it cannot handle).
+            self._eager = True
+            _eager_graphs.append((self.name, str(e).split("\n")[0]))
+            log.warning("torchtpu: graph %s falls back to eager on tpu: %s", self.name, e)
+            return self.gm.forward(*args)
+
+    def __getstate__(self):
+        from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+        # AOTAutograd serializes inside its fake mode; the constants are real tensors.
+        with unset_fake_temporarily():
+            constants = [c.cpu() for c in self.constants]
+        return {"format": _RECIPE_FORMAT, "name": self.name, "recipe": self.recipe,
+                "constants": constants}
+
+    def __setstate__(self, state):
+        if state.get("format") != _RECIPE_FORMAT:
+            # AOTAutograd's cache treats a failed load as a bypass and compiles afresh.
+            raise RuntimeError(f"torchtpu: compiled graph {state.get('name')} was saved by another "
+                               f"torchtpu (format {state.get('format')}, this one reads "
+                               f"{_RECIPE_FORMAT}); recompiling")
+        # A fresh name, so graphs loaded from the cache and compiled here never share metrics.
+        self.__init__(f"g{next(_graph_ids)}", state["recipe"], state["constants"])
+
+    def prepare_for_serialization(self) -> None:
+        pass
+
+    def post_compile(self, example_inputs, constants, graph_kwargs) -> None:
+        self._executable()
+
+    def set_triton_bundle(self, triton_bundle) -> None:
+        pass
+
+
+class _UncachedGraph(OutputCode):
+    """A graph that is not one fixed program (it runs eagerly, or is specialized per call): it
+    tells AOTAutograd's cache to pass it by instead of saving it."""
+
+    def __init__(self, fn, reason: str):
+        self._boxed_call = True
+        self.fn = fn
+        self.reason = reason
+
+    def __call__(self, args):
+        return self.fn(args)
+
+    def __getstate__(self):
+        from torch._functorch._aot_autograd.autograd_cache import BypassAOTAutogradCache
+
+        raise BypassAOTAutogradCache(f"torchtpu: {self.reason}")
+
+    def prepare_for_serialization(self) -> None:
+        pass
+
+    def post_compile(self, example_inputs, constants, graph_kwargs) -> None:
+        pass
+
+    def set_triton_bundle(self, triton_bundle) -> None:
+        pass
+
+
 def _compile_graph(gm: torch.fx.GraphModule, example_inputs):
     name = f"g{next(_graph_ids)}"
     if _is_dynamic(gm):
-        return _compile_dynamic(gm, name)
+        return _UncachedGraph(_compile_dynamic(gm, name), "a dynamic graph is specialized per call")
     try:
         lowering = _GraphLowering(gm, name)
         g = lowering.build()
     except _Unsupported as e:
         _eager_graphs.append((name, str(e)))
         log.warning("torchtpu: graph %s runs eagerly on tpu (not compiled): %s", name, e)
-        return make_boxed_func(gm.forward)
+        return _UncachedGraph(make_boxed_func(gm.forward), f"graph {name} runs eagerly")
+    compiled = CompiledGraph(name, lowering.recipe, lowering.constants, gm)
+    compiled._g = g
     _graphs.append((name, g))
-    constants = [c.to("tpu") if c.device.type != "tpu" else c for c in lowering.constants]
-    state = {"eager": False}
-
-    def run(*args):
-        if state["eager"]:
-            return gm.forward(*args)
-        try:
-            return g.run(list(args) + constants)
-        except NotImplementedError as e:
-            # A lowering declined this signature (e.g. a dtype it cannot handle).
-            state["eager"] = True
-            _eager_graphs.append((name, str(e).split("\n")[0]))
-            log.warning("torchtpu: graph %s falls back to eager on tpu: %s", name, e)
-            return gm.forward(*args)
-
-    return make_boxed_func(run)
+    compiled.constants = [c.to("tpu") if c.device.type != "tpu" else c for c in compiled.constants]
+    return compiled
 
 
-tpu_backend = aot_autograd(
-    fw_compiler=_compile_graph,
-    bw_compiler=_compile_graph,
-    inference_compiler=_compile_graph,
+class _TpuAotAutograd(AotAutograd):
+    """AOTAutograd with its bundled cache on, so a later process with the same graph skips
+    AOTAutograd's tracing and partitioning (the entry holds our lowering recipe; the program comes
+    from torchtpu's own compilation cache). Off with TORCHTPU_CACHE=0."""
+
+    def __call__(self, gm, example_inputs, **kwargs):
+        import torch._functorch.config as functorch_config
+
+        if os.environ.get("TORCHTPU_CACHE", "1") == "0":
+            patch = {"enable_autograd_cache": False}
+        else:
+            # The backward is lowered with the forward (not lazily at the first backward, outside
+            # this patch), so the cache entry holds both.
+            patch = {"bundled_autograd_cache": True, "force_non_lazy_backward_lowering": True}
+        with functorch_config.patch(patch):
+            return super().__call__(gm, example_inputs, **kwargs)
+
+
+# Declared serializable (it returns CompiledGraph objects): AOTAutograd's cache can keep the
+# result, and `torch.compile(...).aot_compile()` can save a compiled function that a later
+# process loads without tracing again.
+_serializable_compiler = SerializableAOTDispatchCompiler(CompiledGraph, _compile_graph)
+
+tpu_backend = _TpuAotAutograd(
+    fw_compiler=_serializable_compiler,
+    bw_compiler=_serializable_compiler,
+    inference_compiler=_serializable_compiler,
     decompositions=_decompositions(),
     keep_inference_input_mutations=True,
 )

@@ -83,6 +83,8 @@ OPS = ALL_OPS[:5]
 def child_env(cache_dir, **extra):
     env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHTPU_CACHE")}
     env["TORCHTPU_CACHE_DIR"] = str(cache_dir)
+    # PyTorch's caches (AOTAutograd's holds our compiled-graph recipes) private to the test too.
+    env["TORCHINDUCTOR_CACHE_DIR"] = f"{cache_dir}-torch".replace("/file/", "/")
     env.update({k: str(v) for k, v in extra.items()})
     return env
 
