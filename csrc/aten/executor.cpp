@@ -227,8 +227,20 @@ class ProgramBuilder {
     } else {
       // Writes land in order; a storage written twice keeps the last write on top of the first.
       std::vector<int> written;
-      for (size_t i = 0; i < plan_.mutated_args.size(); ++i) {
-        const ArgDesc& d = state_.args[plan_.mutated_args[i]];
+      // A written Tensor[] (_foreach_add_, _fused_adam_) takes one result per element.
+      std::vector<const ArgDesc*> targets;
+      for (size_t m : plan_.mutated_args) {
+        const ArgDesc& d = state_.args[m];
+        if (d.kind == ArgDesc::Kind::kTensorList) {
+          for (const ArgDesc& item : d.items) targets.push_back(&item);
+        } else {
+          targets.push_back(&d);
+        }
+      }
+      TORCH_CHECK(targets.size() == results.size(), "torchtpu: ", plan_.called_name, " writes ",
+                  targets.size(), " tensors but its lowering returned ", results.size());
+      for (size_t i = 0; i < targets.size(); ++i) {
+        const ArgDesc& d = *targets[i];
         TORCH_CHECK(d.kind == ArgDesc::Kind::kTensor, "torchtpu: ", plan_.called_name,
                     " mutates a non-tensor argument");
         Value v = b.convert(results[i], lowering::to_element_type(d.dtype));
@@ -388,7 +400,9 @@ void launch(const OpPlan& plan, const Entry& entry, CallState& state, torch::jit
   if (plan.variant == Variant::kFunctional) {
     for (auto& t : new_tensors) returns.emplace_back(std::move(t));
   } else {
-    for (size_t m : plan.mutated_args) returns.push_back((*stack)[first + m]);
+    for (size_t i = 0; i < plan.mutated_args.size() && i < plan.called_returns; ++i) {
+      returns.push_back((*stack)[first + plan.mutated_args[i]]);
+    }
   }
   stack->erase(stack->begin() + static_cast<std::ptrdiff_t>(first), stack->end());
   for (auto& r : returns) stack->push_back(std::move(r));
@@ -482,12 +496,16 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     // here covers every later hit).
     if (plan.variant != Variant::kFunctional) {
       for (size_t m : plan.mutated_args) {
-        const at::Tensor& out = (*stack)[first + m].toTensor();
-        at::assert_no_internal_overlap(out);
-        for (size_t i = 0; i < nargs; ++i) {
-          const c10::IValue& v = (*stack)[first + i];
-          if (i == m || !v.isTensor() || !v.toTensor().defined()) continue;
-          if (v.toTensor().is_privateuseone()) at::assert_no_partial_overlap(out, v.toTensor());
+        const c10::IValue& mv = (*stack)[first + m];
+        std::vector<at::Tensor> outs =
+            mv.isTensorList() ? mv.toTensorVector() : std::vector<at::Tensor>{mv.toTensor()};
+        for (const at::Tensor& out : outs) {
+          at::assert_no_internal_overlap(out);
+          for (size_t i = 0; i < nargs; ++i) {
+            const c10::IValue& v = (*stack)[first + i];
+            if (i == m || !v.isTensor() || !v.toTensor().defined()) continue;
+            if (v.toTensor().is_privateuseone()) at::assert_no_partial_overlap(out, v.toTensor());
+          }
         }
       }
     }

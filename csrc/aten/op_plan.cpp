@@ -48,9 +48,14 @@ void try_functional(OpPlan& plan, const c10::FunctionSchema& schema) {
       base.pop_back();
     }
     plan.variant = Variant::kInplace;
-    plan.mutated_args = {0};
+    // Usually just self; fused ops (_fused_adam_, _amp_update_scale_) write several arguments,
+    // and their functional form returns one result per written argument, in order.
+    plan.mutated_args.clear();
     kept.clear();
-    for (size_t i = 0; i < args.size(); ++i) kept.push_back(i);
+    for (size_t i = 0; i < args.size(); ++i) {
+      kept.push_back(i);
+      if (is_write(args[i])) plan.mutated_args.push_back(i);
+    }
   } else {
     plan.variant = Variant::kOut;
   }
@@ -88,6 +93,7 @@ OpPlan make_plan(const c10::OperatorHandle& op) {
   OpPlan plan;
   const auto& schema = op.schema();
   plan.called_name = full_name(schema.operator_name());
+  plan.called_returns = schema.returns().size();
   // The exact name first: covers functional ops and out=/in-place ops lowered as themselves.
   if (const auto* fn = lowering::find_eager_lowering(plan.called_name)) {
     plan.lowering = fn;

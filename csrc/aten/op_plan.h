@@ -26,6 +26,9 @@ struct OpPlan {
   std::vector<size_t> arg_map;
   // Called-op arguments written by the op, in return order (self for in-place, outs for out=).
   std::vector<size_t> mutated_args;
+  // How many values the called op returns (in-place/out= ops return their first mutated
+  // arguments; `_fused_adam_` and `_foreach_add_` return nothing).
+  size_t called_returns = 0;
 };
 
 // Cached per operator; thread-safe.
