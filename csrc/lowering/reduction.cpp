@@ -4,6 +4,8 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <cmath>
+#include <functional>
 #include <limits>
 #include <string>
 
@@ -390,9 +392,11 @@ std::vector<Value> lower_logsumexp(LoweringContext& ctx) {
 
 // ---- cumsum / cumprod ----
 
+using CombineFn = std::function<Value(FunctionBuilder&, Value, Value)>;
+
 // Inclusive scan along `dim` as a reduce_window whose window reaches back over the whole dim.
-LoweringFn scan(const char* body_op, double init) {
-  return [body_op, init](LoweringContext& ctx) -> std::vector<Value> {
+LoweringFn scan(const char* body_op, double init, CombineFn combine = nullptr) {
+  return [body_op, init, combine](LoweringContext& ctx) -> std::vector<Value> {
     FunctionBuilder& b = ctx.b;
     const TensorType& out = ctx.out_type();
     ElementType acc = acc_type(out.dtype);
@@ -411,14 +415,72 @@ LoweringFn scan(const char* body_op, double init) {
                         ", window_strides = " + shlo::i64_array(strides) + ", " + padding;
     Value init_v = scalar(b, init, acc);
     TensorType s(acc, {});
-    Value r = b.op_multi(
-        "stablehlo.reduce_window", {x, init_v}, {x.type}, attrs,
-        {{{s, s},
-          [body_op](FunctionBuilder& rb, const std::vector<Value>& a) -> std::vector<Value> {
-            return {rb.binary(body_op, a[0], a[1])};
-          }}})[0];
+    Value r = b.op_multi("stablehlo.reduce_window", {x, init_v}, {x.type}, attrs,
+                         {{{s, s},
+                           [body_op, combine](FunctionBuilder& rb,
+                                              const std::vector<Value>& a) -> std::vector<Value> {
+                             if (combine) return {combine(rb, a[0], a[1])};
+                             return {rb.binary(body_op, a[0], a[1])};
+                           }}})[0];
     return {finish(ctx, r)};
   };
+}
+
+// log(exp(a) + exp(b)) without overflow; two equal infinities give themselves.
+Value logaddexp_combine(FunctionBuilder& b, Value x, Value y) {
+  Value m = b.max(x, y);
+  Value d = b.neg(b.unary("stablehlo.abs", b.sub(x, y)));
+  Value r = b.add(m, b.unary("stablehlo.log_plus_one", b.unary("stablehlo.exponential", d)));
+  Value same = b.compare(x, y, CompareDirection::kEQ);
+  r = b.select(same, b.add(x, b.constant(std::log(2.0), x.type)), r);
+  Value inf =
+      b.compare(b.unary("stablehlo.abs", x), b.constant(INFINITY, x.type), CompareDirection::kEQ);
+  r = b.select(b.binary("stablehlo.and", same, inf), x, r);
+  Value nan = b.binary("stablehlo.or", b.compare(x, x, CompareDirection::kNE),
+                       b.compare(y, y, CompareDirection::kNE));
+  return b.select(nan, b.add(x, y), r);
+}
+
+// nansum: NaNs count as zero.
+std::vector<Value> lower_nansum(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  ElementType acc = acc_type(ctx.out_type().dtype);
+  Value x = b.convert(ctx.tensor(0), acc);
+  if (shlo::is_float(acc)) {
+    x = b.select(b.compare(x, x, CompareDirection::kNE), b.constant(0, x.type), x);
+  }
+  return {finish(ctx, reduce_sum(b, x, dims_or_all(ctx, 1, x.rank())))};
+}
+
+// aminmax(self, *, dim=None, keepdim=False) -> (min, max)
+std::vector<Value> lower_aminmax(LoweringContext& ctx) {
+  Value x = ctx.tensor(0);
+  std::vector<int64_t> dims = all_dims(x.rank());
+  if (auto d = ctx.optional_int(1)) dims = normalize_dims({*d}, x.rank());
+  return {finish(ctx, reduce_extreme(ctx.b, x, dims, false), 0),
+          finish(ctx, reduce_extreme(ctx.b, x, dims, true), 1)};
+}
+
+std::vector<Value> lower_count_nonzero(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  Value nz = b.compare(x, b.constant(0, x.type), CompareDirection::kNE);
+  Value ones = b.convert(nz, ElementType::kS64);
+  std::vector<int64_t> dims =
+      ctx.int_list(1).empty() ? all_dims(x.rank()) : normalize_dims(ctx.int_list(1), x.rank());
+  return {finish(ctx, reduce_sum(b, ones, dims))};
+}
+
+// Sum of the main diagonal of a matrix.
+std::vector<Value> lower_trace(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  ElementType acc = acc_type(ctx.out_type().dtype);
+  Value x = b.convert(ctx.tensor(0), acc);
+  TORCH_CHECK(x.rank() == 2, "trace: expected a matrix");
+  TensorType grid(ElementType::kS64, x.shape());
+  Value diag = b.compare(b.iota(grid, 0), b.iota(grid, 1), CompareDirection::kEQ);
+  x = b.select(diag, x, b.constant(0, x.type));
+  return {finish(ctx, reduce_sum(b, x, {0, 1}))};
 }
 
 TORCHTPU_LOWERING("aten::sum", lower_sum);
@@ -452,6 +514,11 @@ TORCHTPU_LOWERING("aten::all.dim", any_all(false, DimForm::kInt));
 TORCHTPU_LOWERING("aten::all.dims", any_all(false, DimForm::kOptList));
 TORCHTPU_LOWERING("aten::logsumexp", lower_logsumexp);
 TORCHTPU_LOWERING("aten::cumsum", scan("stablehlo.add", 0));
+TORCHTPU_LOWERING("aten::_logcumsumexp", scan("", -INFINITY, logaddexp_combine));
+TORCHTPU_LOWERING("aten::nansum", lower_nansum);
+TORCHTPU_LOWERING("aten::aminmax", lower_aminmax);
+TORCHTPU_LOWERING("aten::count_nonzero.dim_IntList", lower_count_nonzero);
+TORCHTPU_LOWERING("aten::trace", lower_trace);
 TORCHTPU_LOWERING("aten::cumprod", scan("stablehlo.multiply", 1));
 
 }  // namespace
