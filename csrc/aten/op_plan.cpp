@@ -26,6 +26,18 @@ const std::unordered_map<std::string, std::vector<c10::OperatorName>>& overloads
   return *map;
 }
 
+// In-place _foreach_* ops (optimizer steps: `_foreach_add_(state_steps, 1)`) run as ONE
+// program over the whole list, like in compiled graphs. Not those taking a Scalar[]: its values
+// would be structural (a recompile per new value), where the per-tensor composite passes each
+// as a runtime scalar.
+bool eager_foreach(const c10::FunctionSchema& functional) {
+  if (functional.name().rfind("aten::_foreach_", 0) != 0) return false;
+  for (const auto& a : functional.arguments()) {
+    if (a.type()->str() == "Scalar[]") return false;
+  }
+  return true;
+}
+
 void try_functional(OpPlan& plan, const c10::FunctionSchema& schema) {
   const auto& args = schema.arguments();
   std::vector<size_t> kept;  // called args that the functional form also takes
@@ -79,7 +91,11 @@ void try_functional(OpPlan& plan, const c10::FunctionSchema& schema) {
     }
     if (!match || handle->schema().returns().size() != plan.mutated_args.size()) continue;
     std::string name = full_name(cand);
-    if (const auto* fn = lowering::find_eager_lowering(name)) {
+    const auto* fn = lowering::find_eager_lowering(name);
+    if (!fn && plan.variant == Variant::kInplace && eager_foreach(handle->schema())) {
+      fn = lowering::foreach_lowering(*handle);
+    }
+    if (fn) {
       plan.lowering = fn;
       plan.lowering_name = name;
       plan.lowered_op = handle;
