@@ -128,3 +128,19 @@ def test_orthogonal_polynomials(name):
     X, N = X[keep], N[keep]
     out = fn(X.to(DEV), N.to(DEV)).cpu()
     torch.testing.assert_close(out, fn(X, N), rtol=RTOL, atol=ATOL, equal_nan=True)
+
+
+_BESSELS = ["bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1", "modified_bessel_i0",
+            "modified_bessel_i1", "modified_bessel_k0", "modified_bessel_k1",
+            "scaled_modified_bessel_k0", "scaled_modified_bessel_k1", "spherical_bessel_j0",
+            "airy_ai"]
+
+
+@pytest.mark.parametrize("name", _BESSELS)
+def test_bessel_airy(name):
+    fn = getattr(torch.special, name)
+    x = torch.cat([torch.linspace(-30, 30, 1201),
+                   torch.tensor([0.0, -0.0, 1e-6, 1e-3, 2.0, 2.09, -2.09, 5.0, 8.0, 8.33, 100.0,
+                                 104.0, 1e3, float("inf"), -float("inf"), float("nan")])])
+    out = fn(x.to(DEV)).cpu()
+    torch.testing.assert_close(out, fn(x), rtol=RTOL, atol=ATOL, equal_nan=True)
