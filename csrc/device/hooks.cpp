@@ -13,6 +13,9 @@ void resize_storage_bytes(const c10::Storage& storage, size_t new_bytes);
 }
 
 namespace torchtpu::device {
+c10::Allocator* pinned_allocator();
+bool is_pinned_ptr(const void* data);
+
 namespace {
 
 struct TpuHooks final : public at::PrivateUse1HooksInterface {
@@ -30,9 +33,9 @@ struct TpuHooks final : public at::PrivateUse1HooksInterface {
     return at::Device(c10::DeviceType::PrivateUse1,
                       static_cast<c10::DeviceIndex>(current_device()));
   }
-  bool isPinnedPtr(const void* data) const override { return false; }
-  // Host staging memory is ordinary CPU memory: PJRT copies from it during the call.
-  at::Allocator* getPinnedMemoryAllocator() const override { return c10::GetCPUAllocator(); }
+  // Pinned host memory: page-aligned blocks the allocator tracks (csrc/device/pinned.cpp).
+  bool isPinnedPtr(const void* data) const override { return is_pinned_ptr(data); }
+  at::Allocator* getPinnedMemoryAllocator() const override { return pinned_allocator(); }
   bool hasPrimaryContext(c10::DeviceIndex device_index) const override {
     return runtime::is_initialized();
   }
