@@ -46,3 +46,37 @@ _register()
 # point, so `import torchtpu` does not pay for importing Dynamo.
 
 from .device import device_count, is_available  # noqa: E402
+
+
+# Keeps the tensors of the exit-time backward below alive past it, so a worker thread never drops
+# their last reference.
+_quiesce_keepalive: list = []
+
+
+def _quiesce_autograd_device_threads() -> None:
+    """At exit, before the interpreter finalizes: let the autograd engine's tpu worker threads
+    finish with the last backward. PyTorch's backward stashes a Python object (the contextvars
+    context) in the graph task's thread-local state; a worker thread that drops the graph task's
+    last reference after finalization has begun must take the GIL, and CPython then ends that
+    thread with pthread_exit, which aborts the process ("terminate called without an active
+    exception"). A worker processes its queue in order and drops each graph task before taking
+    the next one, so one tiny backward per device, sent straight to the engine (so no Python
+    object rides along), returns only after the earlier graph tasks are gone. Only runs when the
+    engine's tpu workers exist, so it never starts threads at exit."""
+    try:
+        if not _C._other_threads_selected_a_device() or not is_available():
+            return
+        engine = torch.autograd.Variable._execution_engine
+        for index in range(device_count()):
+            x = torch.zeros((), device=f"tpu:{index}", requires_grad=True)
+            y = x * 2
+            seed = torch.ones((), device=f"tpu:{index}")
+            _quiesce_keepalive.extend((x, y, seed))
+            engine.run_backward((y,), (seed,), False, False, (), True, True)
+    except Exception:  # at exit, never turn a clean shutdown into an error
+        pass
+
+
+import atexit  # noqa: E402
+
+atexit.register(_quiesce_autograd_device_threads)

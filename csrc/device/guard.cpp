@@ -3,7 +3,9 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 
+#include <atomic>
 #include <cstdint>
+#include <thread>
 
 #include "device/current_device.h"
 #include "runtime/inflight.h"
@@ -13,6 +15,19 @@ namespace torchtpu::device {
 namespace {
 
 thread_local int tls_current_device = 0;
+
+// The thread that loaded the extension (the interpreter's main thread in practice).
+const std::thread::id loading_thread = std::this_thread::get_id();
+// Set once another thread selects a tpu device: PyTorch's autograd engine does that when it
+// starts its per-device worker threads. See other_threads_selected_a_device().
+std::atomic<bool> other_thread_selected_device{false};
+
+void note_selecting_thread() {
+  if (!other_thread_selected_device.load(std::memory_order_relaxed) &&
+      std::this_thread::get_id() != loading_thread) {
+    other_thread_selected_device.store(true, std::memory_order_relaxed);
+  }
+}
 
 struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   c10::DeviceType type() const override { return c10::DeviceType::PrivateUse1; }
@@ -28,9 +43,11 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   }
   void setDevice(c10::Device d) const override {
     TORCH_CHECK(d.type() == c10::DeviceType::PrivateUse1, "expected a tpu device, got ", d);
+    note_selecting_thread();
     set_current_device(d.has_index() ? d.index() : 0);
   }
   void uncheckedSetDevice(c10::Device d) const noexcept override {
+    note_selecting_thread();
     tls_current_device = d.has_index() ? d.index() : 0;
   }
   c10::Stream getStream(c10::Device d) const noexcept override {
@@ -82,6 +99,8 @@ C10_REGISTER_GUARD_IMPL(PrivateUse1, TpuGuardImpl);
 }  // namespace
 
 int current_device() { return tls_current_device; }
+
+bool other_threads_selected_a_device() { return other_thread_selected_device.load(); }
 
 void set_current_device(int index) {
   if (runtime::is_initialized()) {

@@ -45,6 +45,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_device_kind", [](int i) { return runtime::get().device(i).kind(); });
   m.def("_current_device", &device::current_device);
   m.def("_set_device", &device::set_current_device);
+  m.def("_other_threads_selected_a_device", &device::other_threads_selected_a_device);
   m.def("_synchronize", &aten::synchronize, py::arg("device") = -1,
         py::call_guard<py::gil_scoped_release>());
   m.def("_lowered_ops", &lowering::lowered_op_names);
