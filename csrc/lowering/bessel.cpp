@@ -317,7 +317,7 @@ Value airy(FunctionBuilder& b, Value x) {
   Value pos = o.div(o.mul(o.c(5.64189583547756286948e-01), o.div(an, ad)),
                     o.mul(o.mul(o.c(2), sqrt(sqrt(xp))), o.f("stablehlo.exponential", zeta)));
   // |x| < 2.09: the Maclaurin series, summed until the term is below epsilon
-  Value xm = o.sel(o.lt(o.abs(x), 2.09), x, o.c(0));
+  Value xm = o.sel(b.binary("stablehlo.and", o.ge(x, -2.09), o.lt(x, 2.09)), x, o.c(0));
   Value f = o.c(1), g = xm, k = o.c(1), m = o.c(1), n = xm, tt = o.c(1);
   Value zc = o.mul(o.mul(xm, xm), xm);
   for (int i = 0; i < 24; ++i) {
