@@ -1,7 +1,12 @@
 // Meta kernels for the fused GRU cell ops (PyTorch ships Meta kernels for the LSTM ones only);
 // the eager executor infers output types through them. Lowerings: csrc/lowering/rnn.cpp.
+// nn.LSTM(bias=False): PyTorch's meta kernel of _thnn_fused_lstm_cell fails on absent biases,
+// and the backward's returns None for the bias gradient; the tpu kernels below run the lowered
+// ops with zero biases (has_bias=True) and drop that gradient again.
 #include <ATen/ATen.h>
 #include <torch/library.h>
+
+#include "aten/executor.h"
 
 namespace torchtpu::aten {
 namespace {
@@ -39,6 +44,33 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> gru_cell_
   int64_t nb = has_bias ? 3 * h : 0;
   return {at::empty({batch, 3 * h}, opts), at::empty({batch, 3 * h}, opts),
           at::empty({batch, h}, opts), at::empty({nb}, opts), at::empty({nb}, opts)};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> lstm_cell(
+    const at::Tensor& input_gates, const at::Tensor& hidden_gates, const at::Tensor& cx,
+    const std::optional<at::Tensor>& input_bias, const std::optional<at::Tensor>& hidden_bias) {
+  bool has_bias = input_bias && input_bias->defined();
+  at::Tensor zero =
+      has_bias ? at::Tensor() : at::zeros({input_gates.size(1)}, input_gates.options());
+  torch::jit::Stack s{input_gates, hidden_gates, cx, has_bias ? *input_bias : zero,
+                      has_bias && hidden_bias && hidden_bias->defined() ? *hidden_bias : zero};
+  run_lowered_by_name("aten::_thnn_fused_lstm_cell", "", &s);
+  return {s[0].toTensor(), s[1].toTensor(), s[2].toTensor()};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> lstm_cell_backward_impl(
+    const std::optional<at::Tensor>& grad_hy, const std::optional<at::Tensor>& grad_cy,
+    const at::Tensor& cx, const at::Tensor& cy, const at::Tensor& workspace, bool has_bias) {
+  bool any = (grad_hy && grad_hy->defined()) || (grad_cy && grad_cy->defined());
+  if (!any) return {};
+  torch::jit::Stack s{grad_hy, grad_cy, cx, cy, workspace, true};
+  run_lowered_by_name("aten::_thnn_fused_lstm_cell_backward_impl", "", &s);
+  return {s[0].toTensor(), s[1].toTensor(), has_bias ? s[2].toTensor() : at::Tensor()};
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_thnn_fused_lstm_cell", &lstm_cell);
+  m.impl("_thnn_fused_lstm_cell_backward_impl", &lstm_cell_backward_impl);
 }
 
 TORCH_LIBRARY_IMPL(aten, Meta, m) {

@@ -22,9 +22,6 @@ def _grads(mod):
 @pytest.mark.parametrize("batch_first,bidirectional,bias", [(False, True, True), (True, False, True),
                                                            (False, True, False)])
 def test_rnn_forward_backward_matches_cpu(kind, batch_first, bidirectional, bias):
-    if kind == "lstm" and not bias:
-        pytest.xfail("bias=False LSTM: PyTorch 2.13 meta kernel of _thnn_fused_lstm_cell reads "
-                     "None.device; no CPU kernel to fall back on")
     torch.manual_seed(0)
     cls = nn.LSTM if kind == "lstm" else nn.GRU
     cpu = cls(5, 7, num_layers=2, bidirectional=bidirectional, batch_first=batch_first, bias=bias)
