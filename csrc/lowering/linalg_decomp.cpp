@@ -540,6 +540,180 @@ std::vector<Value> lower_linalg_solve_ex(LoweringContext& ctx) {
   return {x, f.lu, coerce(b, f.pivots, ctx.out_type(2)), coerce(b, f.info, ctx.out_type(3))};
 }
 
+// ---- Householder QR (LAPACK geqrf conventions: R on and above the diagonal, the reflectors'
+// vectors below it with an implicit unit head, tau per reflector; dlarfg's sign choice
+// beta = -sign(alpha) * ||(alpha, x)||, so Q and R match LAPACK's) ----
+
+// Column i of `v` (batch x m x n) as the full reflector vector: 0 above row i, 1 at row i.
+Value reflector(FunctionBuilder& b, Value v, Value i) {
+  const Shape& s = v.shape();
+  size_t r = s.size();
+  Value rows = iota_s64(b, s, r - 2), cols = iota_s64(b, s, r - 1);
+  Value ib = splat(b, i, s);
+  Value col = sum_dim(b, b.select(eq(b, cols, ib), v, zeros(b, v.type)), r - 1);  // batch x m
+  const Shape ms = drop(s, r - 1);
+  Value rv = iota_s64(b, ms, r - 2), im = splat(b, i, ms);
+  col = b.select(b.compare(rv, im, CompareDirection::kGT), col, zeros(b, col.type));
+  return b.select(eq(b, rv, im), b.constant(1, col.type), col);
+}
+
+// tau[..., i] as a batch-shaped value.
+Value tau_at(FunctionBuilder& b, Value tau, Value i) {
+  size_t r = static_cast<size_t>(tau.rank());
+  Value idx = iota_s64(b, tau.shape(), r - 1);
+  return sum_dim(b, b.select(eq(b, idx, splat(b, i, tau.shape())), tau, zeros(b, tau.type)), r - 1);
+}
+
+// c := H c (left) or c H (right) with H = I - tau v v^T; v: batch x m, tau: batch.
+Value apply_reflector(FunctionBuilder& b, Value v, Value tau, Value c, bool left) {
+  const Shape& s = c.shape();
+  size_t r = s.size();
+  if (left) {
+    // w_j = sum_i v_i c_ij
+    Value w = sum_dim(b, b.mul(expand(b, v, s, r - 1), c), r - 2);  // batch x n
+    Value tw = b.mul(from_batch(b, tau, w.shape()), w);
+    return b.sub(c, b.mul(expand(b, v, s, r - 1), expand(b, tw, s, r - 2)));
+  }
+  // w_i = sum_j c_ij v_j
+  Value w = sum_dim(b, b.mul(c, expand(b, v, s, r - 2)), r - 1);  // batch x m
+  Value tw = b.mul(from_batch(b, tau, w.shape()), w);
+  return b.sub(c, b.mul(expand(b, tw, s, r - 1), expand(b, v, s, r - 2)));
+}
+
+// for i in [lo, hi) ascending (or descending): c = apply(H_i, c). v: batch x m x k.
+Value apply_reflectors(FunctionBuilder& b, Value v, Value tau, Value c, bool left, bool ascending) {
+  const int64_t k = tau.shape().back();
+  TensorType k_t(ElementType::kS64, {});
+  std::vector<Value> init = {b.constant_int(ascending ? 0 : k - 1, k_t), v, tau, c};
+  std::vector<TensorType> types = {k_t, v.type, tau.type, c.type};
+  auto cond = [k, k_t, ascending](FunctionBuilder& ib,
+                                  const std::vector<Value>& st) -> std::vector<Value> {
+    if (ascending) return {ib.compare(st[0], ib.constant_int(k, k_t), CompareDirection::kLT)};
+    return {ib.compare(st[0], ib.constant_int(0, k_t), CompareDirection::kGE)};
+  };
+  auto body = [left, ascending](FunctionBuilder& ib,
+                                const std::vector<Value>& st) -> std::vector<Value> {
+    Value i = st[0];
+    Value vi = reflector(ib, st[1], i);
+    Value ti = tau_at(ib, st[2], i);
+    Value c2 = apply_reflector(ib, vi, ti, st[3], left);
+    Value next = ib.add(i, ib.constant_int(ascending ? 1 : -1, i.type));
+    return {next, st[1], st[2], c2};
+  };
+  return b.op_multi("stablehlo.while", init, types, "", {{types, cond}, {types, body}})[3];
+}
+
+std::pair<Value, Value> geqrf(FunctionBuilder& b, Value a) {
+  const Shape shape = a.shape();
+  const size_t r = shape.size();
+  const int64_t m = shape[r - 2], n = shape[r - 1], kmax = std::min(m, n);
+  Shape tshape = batch_of(shape);
+  tshape.push_back(kmax);
+  TensorType tau_t(a.dtype(), tshape), k_t(ElementType::kS64, {});
+  std::vector<Value> init = {b.constant_int(0, k_t), a, b.constant(0, tau_t)};
+  std::vector<TensorType> types = {k_t, a.type, tau_t};
+  auto cond = [kmax, k_t](FunctionBuilder& ib, const std::vector<Value>& st) -> std::vector<Value> {
+    return {ib.compare(st[0], ib.constant_int(kmax, k_t), CompareDirection::kLT)};
+  };
+  auto body = [=](FunctionBuilder& ib, const std::vector<Value>& st) -> std::vector<Value> {
+    Value k = st[0], A = st[1], tau = st[2];
+    Value rows = iota_s64(ib, shape, r - 2), cols = iota_s64(ib, shape, r - 1);
+    Value kb = splat(ib, k, shape);
+    Value zero = zeros(ib, A.type);
+    Value colk = sum_dim(ib, ib.select(eq(ib, cols, kb), A, zero), r - 1);  // batch x m
+    const Shape ms = drop(shape, r - 1);
+    Value rv = iota_s64(ib, ms, r - 2), km = splat(ib, k, ms);
+    Value below = ib.compare(rv, km, CompareDirection::kGT);
+    Value alpha = sum_dim(ib, ib.select(eq(ib, rv, km), colk, zeros(ib, colk.type)), r - 2);
+    Value x = ib.select(below, colk, zeros(ib, colk.type));
+    Value xnorm = ib.unary("stablehlo.sqrt", sum_dim(ib, ib.mul(x, x), r - 2));
+    Value bz = zeros(ib, xnorm.type);
+    Value trivial = eq(ib, xnorm, bz);
+    Value norm = ib.unary("stablehlo.sqrt", ib.add(ib.mul(alpha, alpha), ib.mul(xnorm, xnorm)));
+    Value beta = ib.select(ib.compare(alpha, bz, CompareDirection::kGE), ib.neg(norm), norm);
+    Value t = ib.select(trivial, bz, ib.div(ib.sub(beta, alpha), beta));
+    Value scale = ib.div(ib.constant(1, beta.type), ib.sub(alpha, beta));
+    scale = ib.select(trivial, bz, scale);
+    Value v = ib.mul(x, from_batch(ib, scale, ms));
+    v = ib.select(eq(ib, rv, km), ib.constant(1, v.type), v);
+    // apply H to the trailing columns
+    Value upd = apply_reflector(ib, v, t, A, true);
+    Value right = ib.compare(cols, kb, CompareDirection::kGT);
+    A = ib.select(right, upd, A);
+    Value newcol = ib.select(eq(ib, rv, km), from_batch(ib, ib.select(trivial, alpha, beta), ms),
+                             ib.select(below, v, colk));
+    A = ib.select(eq(ib, cols, kb), expand(ib, newcol, shape, r - 1), A);
+    Value tidx = iota_s64(ib, tau.shape(), r - 2);
+    tau = ib.select(eq(ib, tidx, splat(ib, k, tau.shape())), from_batch(ib, t, tau.shape()), tau);
+    return {ib.add(k, ib.constant_int(1, k.type)), A, tau};
+  };
+  std::vector<Value> res =
+      b.op_multi("stablehlo.while", init, types, "", {{types, cond}, {types, body}});
+  return {res[1], res[2]};
+}
+
+// H_0 ... H_{k-1} applied to the first `cols` columns of the identity (m x cols).
+Value householder_product(FunctionBuilder& b, Value v, Value tau, int64_t cols) {
+  const Shape& s = v.shape();
+  size_t r = s.size();
+  Shape qs = with_last2(batch_of(s), s[r - 2], cols);
+  Value q = eye(b, TensorType(v.dtype(), qs));
+  return apply_reflectors(b, v, tau, q, true, false);
+}
+
+std::vector<Value> lower_geqrf(LoweringContext& ctx) {
+  check_real(ctx, ctx.out_type(0).dtype);
+  auto [a, tau] = geqrf(ctx.b, coerce(ctx.b, ctx.tensor(0), ctx.out_type(0)));
+  return {a, tau};
+}
+
+std::vector<Value> lower_householder_product(LoweringContext& ctx) {
+  const TensorType& out = ctx.out_type();
+  check_real(ctx, out.dtype);
+  Value v = coerce(ctx.b, ctx.tensor(0), out);
+  Value tau = ctx.b.convert(ctx.tensor(1), out.dtype);
+  return {householder_product(ctx.b, v, tau, out.shape.back())};
+}
+
+std::vector<Value> lower_ormqr(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  const TensorType& out = ctx.out_type();
+  check_real(ctx, out.dtype);
+  bool left = ctx.bool_arg(3), transpose = ctx.bool_arg(4);
+  Value v = b.convert(ctx.tensor(0), out.dtype);
+  Value tau = b.convert(ctx.tensor(1), out.dtype);
+  Value c = coerce(b, ctx.tensor(2), out);
+  // Q = H_0 ... H_{k-1}: Q c applies H_{k-1} first; Q^T c applies H_0 first; c Q applies H_0
+  // first; c Q^T applies H_{k-1} first.
+  bool ascending = left ? transpose : !transpose;
+  return {apply_reflectors(b, v, tau, c, left, ascending)};
+}
+
+std::vector<Value> lower_linalg_qr(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  const TensorType& r_t = ctx.out_type(1);
+  check_real(ctx, r_t.dtype);
+  std::string mode = ctx.arg(1).ivalue.toStringRef();
+  Value a = b.convert(ctx.tensor(0), r_t.dtype);
+  const Shape& s = a.shape();
+  size_t r = s.size();
+  int64_t m = s[r - 2], n = s[r - 1], k = std::min(m, n);
+  auto [f, tau] = geqrf(b, a);
+  Shape z(r, 0), one(r, 1);
+  Shape lim = s;
+  lim[r - 2] = r_t.shape[r - 2];
+  Value R = triangle(b, b.slice(f, z, lim, one), false);
+  Value Q = b.constant(0, ctx.out_type(0));
+  if (mode != "r") {
+    int64_t qcols = ctx.out_type(0).shape.back();
+    Shape vl = s;
+    vl[r - 1] = k;
+    Value v = b.slice(f, z, vl, one);
+    Q = householder_product(b, v, tau, qcols);
+  }
+  return {Q, coerce(b, R, r_t)};
+}
+
 TORCHTPU_LOWERING("aten::linalg_solve_triangular", lower_linalg_solve_triangular);
 TORCHTPU_LOWERING("aten::triangular_solve", lower_triangular_solve);
 TORCHTPU_LOWERING("aten::linalg_cholesky_ex", lower_linalg_cholesky_ex);
@@ -554,6 +728,10 @@ TORCHTPU_LOWERING("aten::linalg_inv_ex", lower_linalg_inv_ex);
 TORCHTPU_LOWERING("aten::_linalg_det", lower_linalg_det);
 TORCHTPU_LOWERING("aten::_linalg_slogdet", lower_linalg_slogdet);
 TORCHTPU_LOWERING("aten::_linalg_solve_ex", lower_linalg_solve_ex);
+TORCHTPU_LOWERING("aten::geqrf", lower_geqrf);
+TORCHTPU_LOWERING("aten::linalg_householder_product", lower_householder_product);
+TORCHTPU_LOWERING("aten::ormqr", lower_ormqr);
+TORCHTPU_LOWERING("aten::linalg_qr", lower_linalg_qr);
 
 }  // namespace
 }  // namespace torchtpu::lowering

@@ -7,8 +7,10 @@
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <tuple>
 #include <vector>
 
 #include "lowering/elementwise_util.h"
@@ -432,7 +434,20 @@ at::Tensor logcumsumexp_meta(const at::Tensor& self, int64_t dim) {
   return at::empty_like(self, self.options().device(c10::kMeta));
 }
 
-TORCH_LIBRARY_IMPL(aten, Meta, m) { m.impl("_logcumsumexp", TORCH_FN(logcumsumexp_meta)); }
+// aten::geqrf (lowered in linalg_decomp.cpp) has no meta kernel either: (a, tau) with tau of
+// batch x min(m, n).
+std::tuple<at::Tensor, at::Tensor> geqrf_meta(const at::Tensor& self) {
+  TORCH_CHECK(self.dim() >= 2, "geqrf: The input tensor A must have at least 2 dimensions.");
+  std::vector<int64_t> tau_shape(self.sizes().begin(), self.sizes().end() - 2);
+  tau_shape.push_back(std::min(self.size(-2), self.size(-1)));
+  auto opts = self.options().device(c10::kMeta);
+  return {at::empty_like(self, opts), at::empty(tau_shape, opts)};
+}
+
+TORCH_LIBRARY_IMPL(aten, Meta, m) {
+  m.impl("_logcumsumexp", TORCH_FN(logcumsumexp_meta));
+  m.impl("geqrf", TORCH_FN(geqrf_meta));
+}
 
 }  // namespace
 }  // namespace torchtpu::lowering

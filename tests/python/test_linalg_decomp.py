@@ -128,3 +128,19 @@ def test_singular():
     _check(torch.linalg.slogdet, sing, grad=False)
     info = torch.linalg.inv_ex(sing.to(DEV)).info.cpu()
     torch.testing.assert_close(info, torch.linalg.inv_ex(sing).info)
+
+
+@pytest.mark.parametrize("shape", [(4, 4), (5, 3), (3, 5), (2, 4, 3)])
+def test_qr_family(shape):
+    A = torch.randn(*shape, generator=torch.Generator().manual_seed(2))
+    _check(torch.geqrf, A, grad=False)
+    for mode in ("reduced", "complete", "r"):
+        _check(lambda a: torch.linalg.qr(a, mode=mode), A, grad=mode == "reduced")
+    a, tau = torch.geqrf(A)
+    _check(lambda v: torch.linalg.householder_product(v, tau.to(v.device)), a)
+    m = shape[-2]
+    for left in (True, False):
+        for transpose in (True, False):
+            C = torch.randn(*shape[:-2], m, 2) if left else torch.randn(*shape[:-2], 2, m)
+            _check(lambda v, c: torch.ormqr(v, tau.to(v.device), c, left=left,
+                                            transpose=transpose), a, C, grad=False)
