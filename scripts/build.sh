@@ -11,8 +11,8 @@ exec 9>"$build/.lock"
 flock 9
 if [ ! -f "$build/build.ninja" ]; then
   pjrt_include="$("$py" -c 'import os, xla_plugins.xla_cpu_pjrt as m; print(os.path.join(os.path.dirname(m.__file__), "include"))')"
-  torch_prefix="$("$py" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')"
+  # CMakeLists.txt finds torch through $py (without importing it).
   cmake -S "$root" -B "$build" -G Ninja -DPJRT_INCLUDE_DIR="$pjrt_include" \
-    -DCMAKE_PREFIX_PATH="$torch_prefix" -DPython3_EXECUTABLE="$py" >/dev/null
+    -DPython3_EXECUTABLE="$py" >/dev/null
 fi
 cmake --build "$build" -j"${TORCHTPU_BUILD_JOBS:-2}" "$@"

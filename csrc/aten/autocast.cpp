@@ -3,11 +3,17 @@
 // lower precision, reductions and norms that need range in float32, mixed inputs promoted.
 #include <ATen/autocast_mode.h>
 #include <torch/library.h>
+#include <torch/version.h>
 
 namespace torchtpu::aten {
 namespace {
 
 using namespace at::autocast;
+#if TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR < 13
+// torch 2.11's op lists below still name Dimname overloads unqualified; 2.13 dropped them (and
+// at::DimnameList with named tensors).
+using at::DimnameList;
+#endif
 using at::IntArrayRef;
 using at::ScalarType;
 using at::Tensor;
