@@ -137,7 +137,8 @@ def test_qr_family(shape):
     for mode in ("reduced", "complete", "r"):
         _check(lambda a: torch.linalg.qr(a, mode=mode), A, grad=mode == "reduced")
     a, tau = torch.geqrf(A)
-    _check(lambda v: torch.linalg.householder_product(v, tau.to(v.device)), a)
+    k = min(shape[-2:])
+    _check(lambda v: torch.linalg.householder_product(v, tau.to(v.device)), a[..., :k])
     m = shape[-2]
     for left in (True, False):
         for transpose in (True, False):
