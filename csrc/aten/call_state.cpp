@@ -1,6 +1,7 @@
 #include "aten/call_state.h"
 
 #include <c10/util/Exception.h>
+#include <c10/util/SmallVector.h>
 
 #include <cstring>
 #include <mutex>
@@ -63,6 +64,47 @@ bool same_scalar(const c10::Scalar& a, const c10::Scalar& b) {
   return false;
 }
 
+void CallState::clear() {
+  key.clear();
+  for (Param& p : params) {
+    if (p.dims.capacity() != 0) spare_dims.push_back(std::move(p.dims));
+  }
+  params.clear();
+  args.clear();
+  device = -1;
+  any_f64 = false;
+}
+
+namespace {
+
+struct CallStatePool {
+  std::vector<std::unique_ptr<CallState>> states;
+  size_t depth = 0;
+};
+
+CallStatePool& call_state_pool() {
+  thread_local CallStatePool pool;
+  return pool;
+}
+
+}  // namespace
+
+PooledCallState::PooledCallState() {
+  CallStatePool& pool = call_state_pool();
+  if (pool.depth == pool.states.size()) {
+    pool.states.push_back(std::make_unique<CallState>());
+    pool.states.back()->key.reserve(256);
+    pool.states.back()->params.reserve(4);
+  }
+  state_ = pool.states[pool.depth++].get();
+}
+
+PooledCallState::~PooledCallState() {
+  // Releases the buffers and tensors the state holds now, not at the next op.
+  state_->clear();
+  --call_state_pool().depth;
+}
+
 void Scanner::tensor(const at::Tensor& t, ArgDesc& d) {
   if (!t.defined()) {
     put(s_.key, 'N');
@@ -109,6 +151,10 @@ void Scanner::tensor(const at::Tensor& t, ArgDesc& d) {
     Param p;
     p.kind = Param::Kind::kStorage;
     p.storage = st;
+    if (!s_.spare_dims.empty()) {
+      p.dims = std::move(s_.spare_dims.back());
+      s_.spare_dims.pop_back();
+    }
     device::handle_of(t.storage())->snapshot(&p.buffer, &p.dims, &p.dtype);
     if (!p.buffer) {
       // Never written: the program sees zeros (materialized only if the program reads it).
@@ -330,9 +376,9 @@ std::vector<device::BufferPtr> launch_program(const runtime::Program& program,
                                               int dev) {
   runtime::Runtime& rt = runtime::get();
   const pjrt::Device& device = rt.device(dev);
-  std::vector<device::BufferPtr> keep;
-  std::vector<PJRT_Buffer*> args;
-  keep.reserve(used_params.size());
+  // On the stack for the usual handful of arguments: this runs once per eager op.
+  c10::SmallVector<device::BufferPtr, 8> keep;
+  c10::SmallVector<PJRT_Buffer*, 8> args;
   for (int index : used_params) {
     device::BufferPtr buf;
     if (index < 0) {
@@ -347,10 +393,11 @@ std::vector<device::BufferPtr> launch_program(const runtime::Program& program,
     Param& p = state.params[static_cast<size_t>(index)];
     switch (p.kind) {
       case Param::Kind::kStorage:
-        // Never-written storages are folded into the program as zeros, never passed.
+        // Never-written storages are folded into the program as zeros, never passed. The
+        // state's snapshot keeps the buffer alive for the launch.
         TORCH_INTERNAL_ASSERT(p.buffer, "torchtpu: uninitialized storage passed to a program");
-        buf = p.buffer;
-        break;
+        args.push_back(p.buffer->raw());
+        continue;
       case Param::Kind::kScalar:
       case Param::Kind::kCpuTensor:
         buf = scalar_buffer(p, dev);
@@ -369,7 +416,7 @@ std::vector<device::BufferPtr> launch_program(const runtime::Program& program,
     args.push_back(buf->raw());
     keep.push_back(std::move(buf));
   }
-  pjrt::ExecuteResult result = program.execute(args, device);
+  pjrt::ExecuteResult result = program.execute(args.data(), args.size(), device);
   runtime::metrics().executions++;
   if (runtime::launch_blocking()) {
     runtime::metrics().host_syncs++;
@@ -381,10 +428,7 @@ std::vector<device::BufferPtr> launch_program(const runtime::Program& program,
   } else {
     runtime::track_execution(dev, std::move(result.done));
   }
-  std::vector<device::BufferPtr> outputs;
-  outputs.reserve(result.outputs.size());
-  for (auto& o : result.outputs) outputs.emplace_back(std::move(o));
-  return outputs;
+  return std::move(result.outputs);
 }
 
 }  // namespace torchtpu::aten

@@ -44,6 +44,26 @@ struct CallState {
   std::vector<ArgDesc> args;  // one per called-op argument
   int device = -1;
   bool any_f64 = false;
+  // Dims lists of released params, reused by the next scan (see PooledCallState).
+  std::vector<std::vector<int64_t>> spare_dims;
+  // Empties the state, keeping its allocations for the next call.
+  void clear();
+};
+
+// A per-thread CallState for one eager op, reused by the next op on the thread so that a cache
+// hit allocates no key, parameter or argument lists. Nested ops (a CPU fallback or a kernel
+// running tpu ops inside an op) take the next state of the thread's pool.
+class PooledCallState {
+ public:
+  PooledCallState();
+  ~PooledCallState();
+  PooledCallState(const PooledCallState&) = delete;
+  PooledCallState& operator=(const PooledCallState&) = delete;
+  CallState& operator*() const { return *state_; }
+  CallState* operator->() const { return state_; }
+
+ private:
+  CallState* state_;
 };
 
 std::string device_str(int index);

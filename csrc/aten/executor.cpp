@@ -6,6 +6,7 @@
 #include <ATen/native/Resize.h>
 #include <c10/core/DispatchKeySet.h>
 #include <c10/util/Exception.h>
+#include <c10/util/SmallVector.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -382,27 +383,31 @@ void launch(const OpPlan& plan, const Entry& entry, CallState& state, torch::jit
   int dev = state.device >= 0 ? state.device : device::current_device();
   std::vector<device::BufferPtr> outputs =
       launch_program(*entry.program, entry.used_params, state, *stack, entry.rng_numel, dev);
-  std::vector<at::Tensor> new_tensors(entry.num_returns);
+  // Replace the arguments by the returns.
+  if (plan.variant == Variant::kFunctional) {
+    // A functional program's outputs are its returns, in order.
+    c10::SmallVector<at::Tensor, 4> returns;
+    for (size_t i = 0; i < entry.outputs.size(); ++i) {
+      const OutputSink& sink = entry.outputs[i];
+      TORCH_INTERNAL_ASSERT(!sink.to_storage && sink.index == static_cast<int>(i));
+      returns.push_back(wrap_buffer(std::move(outputs[i]), sink.dims, sink.dtype, dev));
+    }
+    stack->erase(stack->begin() + static_cast<std::ptrdiff_t>(first), stack->end());
+    for (auto& t : returns) stack->emplace_back(std::move(t));
+    return;
+  }
   for (size_t i = 0; i < entry.outputs.size(); ++i) {
     const OutputSink& sink = entry.outputs[i];
-    device::BufferPtr buf = std::move(outputs[i]);
-    if (sink.to_storage) {
-      Param& p = state.params[static_cast<size_t>(sink.index)];
-      static_cast<device::StorageHandle*>(p.storage->data_ptr().get_context())
-          ->set_buffer(std::move(buf), sink.dims, sink.element_type);
-    } else {
-      new_tensors[static_cast<size_t>(sink.index)] =
-          wrap_buffer(std::move(buf), sink.dims, sink.dtype, dev);
-    }
+    TORCH_INTERNAL_ASSERT(sink.to_storage);
+    Param& p = state.params[static_cast<size_t>(sink.index)];
+    static_cast<device::StorageHandle*>(p.storage->data_ptr().get_context())
+        ->set_buffer(std::move(outputs[i]), sink.dims, sink.element_type);
   }
-  // Replace the arguments by the returns.
-  std::vector<c10::IValue> returns;
-  if (plan.variant == Variant::kFunctional) {
-    for (auto& t : new_tensors) returns.emplace_back(std::move(t));
-  } else {
-    for (size_t i = 0; i < plan.mutated_args.size() && i < plan.called_returns; ++i) {
-      returns.push_back((*stack)[first + plan.mutated_args[i]]);
-    }
+  c10::SmallVector<c10::IValue, 4> returns;
+  // Only what the schema returns: `_fused_adam_` and `_foreach_add_` return nothing,
+  // `_amp_update_scale_` writes two tensors and returns one.
+  for (size_t i = 0; i < plan.mutated_args.size() && i < plan.called_returns; ++i) {
+    returns.push_back((*stack)[first + plan.mutated_args[i]]);
   }
   stack->erase(stack->begin() + static_cast<std::ptrdiff_t>(first), stack->end());
   for (auto& r : returns) stack->push_back(std::move(r));
@@ -458,8 +463,9 @@ size_t program_cache_size() {
   return cache().entries.size();
 }
 
-void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  const OpPlan& plan = plan_for(op);
+namespace {
+
+void run_with_plan(const OpPlan& plan, const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
   const size_t nargs = schema.arguments().size();
   const size_t first = stack->size() - nargs;
@@ -472,11 +478,10 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     resize_outs(plan, meta_call(op, called_args), stack, first);
   }
   for (int attempt = 0; attempt < 2; ++attempt) {
-    CallState state;
-    state.key.reserve(256);
+    PooledCallState pooled;
+    CallState& state = *pooled;
     const OpPlan* plan_ptr = &plan;  // plans live forever: their address names the op
     state.key.append(reinterpret_cast<const char*>(&plan_ptr), sizeof(plan_ptr));
-    state.params.reserve(4);
     Scanner(state, /*with_views=*/false).scan(schema, *stack, first);
 
     std::shared_ptr<Entry> entry;
@@ -588,6 +593,12 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   TORCH_CHECK(false, "torchtpu: ", plan.called_name, ": out= arguments keep changing shape");
 }
 
+}  // namespace
+
+void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  run_with_plan(plan_for(op), op, stack);
+}
+
 void run_lowered_by_name(const char* name, const char* overload, torch::jit::Stack* stack) {
   static std::mutex m;
   static std::unordered_map<std::string, c10::OperatorHandle> handles;
@@ -610,7 +621,7 @@ void tpu_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const OpPlan& plan = plan_for(op);
   if (!plan.lowering) return cpu_fallback(op, stack, "no lowering");
   try {
-    run_lowered(op, stack);
+    run_with_plan(plan, op, stack);
   } catch (const std::bad_alloc&) {
     TORCH_CHECK_WITH(OutOfMemoryError, false, "torchtpu: out of memory running ", plan.called_name);
   }

@@ -95,23 +95,34 @@ std::string Executable::serialize() const {
 
 ExecuteResult Executable::execute(const std::vector<PJRT_Buffer*>& args, const Device* device,
                                   const std::vector<int64_t>& non_donatable) const {
+  return execute(args.data(), args.size(), device, non_donatable.data(), non_donatable.size());
+}
+
+ExecuteResult Executable::execute(PJRT_Buffer* const* args, size_t num_args, const Device* device,
+                                  const int64_t* non_donatable, size_t num_non_donatable) const {
   PJRT_ExecuteOptions options{};
   options.struct_size = PJRT_ExecuteOptions_STRUCT_SIZE;
-  options.non_donatable_input_indices = non_donatable.data();
-  options.num_non_donatable_input_indices = non_donatable.size();
+  options.non_donatable_input_indices = non_donatable;
+  options.num_non_donatable_input_indices = num_non_donatable;
 
-  PJRT_Buffer* const* argument_list = args.data();
-  std::vector<PJRT_Buffer*> outputs(num_outputs_, nullptr);
-  PJRT_Buffer** output_list = outputs.data();
+  // Most programs have a few outputs: their list lives on the stack.
+  constexpr size_t kInline = 8;
+  PJRT_Buffer* inline_outputs[kInline] = {};
+  std::vector<PJRT_Buffer*> heap_outputs;
+  PJRT_Buffer** output_list = inline_outputs;
+  if (num_outputs_ > kInline) {
+    heap_outputs.assign(num_outputs_, nullptr);
+    output_list = heap_outputs.data();
+  }
   PJRT_Event* done = nullptr;
 
   PJRT_LoadedExecutable_Execute_Args execute{};
   execute.struct_size = PJRT_LoadedExecutable_Execute_Args_STRUCT_SIZE;
   execute.executable = executable_;
   execute.options = &options;
-  execute.argument_lists = &argument_list;
+  execute.argument_lists = &args;
   execute.num_devices = 1;
-  execute.num_args = args.size();
+  execute.num_args = num_args;
   execute.output_lists = &output_list;
   execute.device_complete_events = &done;
   execute.execute_device = device != nullptr ? device->raw() : nullptr;
@@ -119,10 +130,17 @@ ExecuteResult Executable::execute(const std::vector<PJRT_Buffer*>& args, const D
                 "PJRT_LoadedExecutable_Execute");
 
   ExecuteResult result;
-  result.outputs.reserve(outputs.size());
-  for (PJRT_Buffer* output : outputs)
-    result.outputs.push_back(std::make_unique<Buffer>(plugin_, output));
+  // Owned from here on, even if an allocation below throws.
   result.done = std::make_unique<Event>(plugin_, done);
+  result.outputs.reserve(num_outputs_);
+  for (size_t i = 0; i < num_outputs_; ++i) {
+    try {
+      result.outputs.push_back(std::make_shared<Buffer>(plugin_, output_list[i]));
+    } catch (...) {
+      for (size_t k = i; k < num_outputs_; ++k) Buffer(plugin_, output_list[k]);
+      throw;
+    }
+  }
   return result;
 }
 

@@ -145,7 +145,9 @@ class Buffer {
 };
 
 struct ExecuteResult {
-  std::vector<std::unique_ptr<Buffer>> outputs;
+  // Shared, because a storage's buffer is shared by its aliases; made with make_shared so each
+  // output costs one allocation (eager ops launch one program per op).
+  std::vector<std::shared_ptr<Buffer>> outputs;
   std::unique_ptr<Event> done;  // ready when the execution completes
 };
 
@@ -166,6 +168,9 @@ class Executable {
   // as soon as the execution is enqueued.
   ExecuteResult execute(const std::vector<PJRT_Buffer*>& args, const Device* device,
                         const std::vector<int64_t>& non_donatable = {}) const;
+  // The same without a vector: the eager path keeps its argument list on the stack.
+  ExecuteResult execute(PJRT_Buffer* const* args, size_t num_args, const Device* device,
+                        const int64_t* non_donatable = nullptr, size_t num_non_donatable = 0) const;
 
  private:
   std::shared_ptr<Plugin> plugin_;

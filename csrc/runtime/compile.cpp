@@ -97,8 +97,13 @@ std::string disk_cache_dir() {
 
 pjrt::ExecuteResult Program::execute(const std::vector<PJRT_Buffer*>& args,
                                      const pjrt::Device& device) const {
+  return execute(args.data(), args.size(), device);
+}
+
+pjrt::ExecuteResult Program::execute(PJRT_Buffer* const* args, size_t num_args,
+                                     const pjrt::Device& device) const {
   try {
-    return exe_->execute(args, &device);
+    return exe_->execute(args, num_args, &device);
   } catch (const pjrt::Error& e) {
     TORCH_CHECK_WITH(OutOfMemoryError, !e.is_out_of_memory(), "torchtpu: out of device memory ",
                      "running ", signature_, ": ", e.what());

@@ -16,6 +16,8 @@ class Program {
   // Enqueues the program; returns once launched.
   pjrt::ExecuteResult execute(const std::vector<PJRT_Buffer*>& args,
                               const pjrt::Device& device) const;
+  pjrt::ExecuteResult execute(PJRT_Buffer* const* args, size_t num_args,
+                              const pjrt::Device& device) const;
   const std::string& signature() const { return signature_; }
   pjrt::Executable& executable() const { return *exe_; }
 
