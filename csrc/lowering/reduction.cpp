@@ -483,6 +483,45 @@ std::vector<Value> lower_trace(LoweringContext& ctx) {
   return {finish(ctx, reduce_sum(b, x, {0, 1}))};
 }
 
+// histc(self, bins, min, max): as CPU's linear-interpolation histogram: min == max means the
+// data's range (widened by 1 each way when that is a single value too); values outside the
+// range (and NaN) are left out; pos = trunc((x - min) * bins / (max - min)), max in the last bin.
+std::vector<Value> lower_histc(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  const TensorType& out = ctx.out_type();
+  ElementType t = out.dtype;
+  TORCH_CHECK(shlo::is_float(t), "torch.histc: input tensor must be floating point");
+  int64_t bins = ctx.int_arg(1);
+  Value x = b.reshape(b.convert(ctx.tensor(0), t), {ctx.tensor(0).type.numel()});
+  TensorType s(t, {});
+  Value lo = coerce(b, ctx.tensor(2), s), hi = coerce(b, ctx.tensor(3), s);
+  if (x.type.numel() > 0) {
+    Value same = b.compare(lo, hi, CompareDirection::kEQ);
+    lo = b.select(same, reduce_extreme(b, x, {0}, false), lo);
+    hi = b.select(same, reduce_extreme(b, x, {0}, true), hi);
+  }
+  Value same = b.compare(lo, hi, CompareDirection::kEQ);
+  Value one = b.constant(1, s);
+  lo = b.select(same, b.sub(lo, one), lo);
+  hi = b.select(same, b.add(hi, one), hi);
+  const int64_t n = x.type.numel();
+  Value lob = b.broadcast_in_dim(lo, {n}, {}), hib = b.broadcast_in_dim(hi, {n}, {});
+  Value pos =
+      b.div(b.mul(b.sub(x, lob), b.constant(static_cast<double>(bins), x.type)), b.sub(hib, lob));
+  Value ipos = b.convert(pos, ElementType::kS64);
+  Value nb = b.constant_int(bins, ipos.type);
+  ipos = b.select(b.compare(ipos, nb, CompareDirection::kEQ),
+                  b.sub(ipos, b.constant_int(1, ipos.type)), ipos);
+  Value valid = b.binary("stablehlo.and", b.compare(x, lob, CompareDirection::kGE),
+                         b.compare(x, hib, CompareDirection::kLE));
+  ipos = b.select(valid, ipos, b.constant_int(-1, ipos.type));
+  TensorType grid(ElementType::kS64, {n, bins});
+  Value hit =
+      b.compare(b.broadcast_in_dim(ipos, {n, bins}, {0}), b.iota(grid, 1), CompareDirection::kEQ);
+  Value counts = reduce_sum(b, b.convert(hit, t), {0});
+  return {finish(ctx, counts)};
+}
+
 TORCHTPU_LOWERING("aten::sum", lower_sum);
 TORCHTPU_LOWERING("aten::sum.dim_IntList", lower_sum_dim);
 TORCHTPU_LOWERING("aten::mean", lower_mean);
@@ -519,6 +558,7 @@ TORCHTPU_LOWERING("aten::nansum", lower_nansum);
 TORCHTPU_LOWERING("aten::aminmax", lower_aminmax);
 TORCHTPU_LOWERING("aten::count_nonzero.dim_IntList", lower_count_nonzero);
 TORCHTPU_LOWERING("aten::trace", lower_trace);
+TORCHTPU_LOWERING("aten::histc", lower_histc);
 TORCHTPU_LOWERING("aten::cumprod", scan("stablehlo.multiply", 1));
 
 }  // namespace

@@ -130,3 +130,15 @@ def test_normal_helpers():
                       1.0 - 1e-7, 1.0, -0.1, 1.1, float("nan")])
     _check(torch.special.ndtri, p, grad=False)
     _check(torch.special.ndtri, torch.rand(16, generator=torch.Generator().manual_seed(0)))
+
+
+def test_histc():
+    x = torch.randn(1000, generator=torch.Generator().manual_seed(3)) * 3
+    x[6] = 2.0
+    for args in [(10, 0, 0), (7, -1, 2), (100, -3.3, 4.1)]:
+        torch.testing.assert_close(torch.histc(x.to(DEV), *args).cpu(), torch.histc(x, *args))
+    x[5] = float("nan")  # NaN is left out when the range is given
+    for args in [(7, -1, 2), (5, 2, 2)]:
+        torch.testing.assert_close(torch.histc(x.to(DEV), *args).cpu(), torch.histc(x, *args))
+    ones = torch.ones(5)
+    torch.testing.assert_close(torch.histc(ones.to(DEV), 4).cpu(), torch.histc(ones, 4))
