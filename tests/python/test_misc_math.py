@@ -142,3 +142,14 @@ def test_histc():
         torch.testing.assert_close(torch.histc(x.to(DEV), *args).cpu(), torch.histc(x, *args))
     ones = torch.ones(5)
     torch.testing.assert_close(torch.histc(ones.to(DEV), 4).cpu(), torch.histc(ones, 4))
+
+
+@pytest.mark.parametrize("p", [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, float("inf")])
+def test_cdist_pdist(p):
+    a, b = _x(2, 4, 3), _x(2, 5, 3, seed=1)
+    b[0, 1] = a[0, 2]  # a zero distance: its gradient is 0
+    grad = p != 0.0
+    _check(lambda u, v: torch.cdist(u, v, p=p, compute_mode="donot_use_mm_for_euclid_dist"),
+           a, b, grad=grad)
+    x = _x(5, 3)
+    _check(lambda t: torch.nn.functional.pdist(t, p=p), x, grad=grad)
