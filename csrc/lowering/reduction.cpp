@@ -522,6 +522,54 @@ std::vector<Value> lower_histc(LoweringContext& ctx) {
   return {finish(ctx, counts)};
 }
 
+// cummax/cummin(self, dim) -> (values, indices) as one variadic reduce_window: NaN wins,
+// otherwise the extreme value; ties (NaNs included) go to the later index, as in ATen's loop.
+LoweringFn cum_extreme(bool is_max) {
+  return [is_max](LoweringContext& ctx) -> std::vector<Value> {
+    FunctionBuilder& b = ctx.b;
+    Value x = ctx.tensor(0);
+    int64_t dim = wrap_dim(ctx.int_arg(1), std::max<int64_t>(x.rank(), 1));
+    if (x.rank() == 0 || x.type.numel() == 0) {
+      return {finish(ctx, x, 0),
+              finish(ctx, b.constant_int(0, x.type.with_dtype(ElementType::kS64)), 1)};
+    }
+    int64_t n = x.shape()[static_cast<size_t>(dim)];
+    Value idx = b.iota(x.type.with_dtype(ElementType::kS64), dim);
+    std::vector<int64_t> window(static_cast<size_t>(x.rank()), 1), strides = window;
+    window[static_cast<size_t>(dim)] = n;
+    std::string padding = "padding = dense<[";
+    for (int64_t i = 0; i < x.rank(); ++i) {
+      padding += (i ? ", [" : "[") + std::to_string(i == dim ? n - 1 : 0) + ", 0]";
+    }
+    padding += "]> : tensor<" + std::to_string(x.rank()) + "x2xi64>";
+    std::string attrs = "window_dimensions = " + shlo::i64_array(window) +
+                        ", window_strides = " + shlo::i64_array(strides) + ", " + padding;
+    TensorType vs(x.dtype(), {}), is(ElementType::kS64, {});
+    Value init_v = extreme(b, x.dtype(), is_max);
+    Value init_i = b.constant_int(-1, is);
+    bool fp = shlo::is_float(x.dtype());
+    auto body = [is_max, fp](FunctionBuilder& rb,
+                             const std::vector<Value>& a) -> std::vector<Value> {
+      Value av = a[0], ai = a[1], bv = a[2], bi = a[3];
+      Value a_better = rb.compare(av, bv, is_max ? CompareDirection::kGT : CompareDirection::kLT);
+      Value tie = rb.compare(av, bv, CompareDirection::kEQ);
+      Value later = rb.compare(ai, bi, CompareDirection::kGT);
+      Value pick_a = rb.binary("stablehlo.or", a_better, rb.binary("stablehlo.and", tie, later));
+      if (fp) {
+        Value an = rb.compare(av, av, CompareDirection::kNE);
+        Value bn = rb.compare(bv, bv, CompareDirection::kNE);
+        Value both = rb.binary("stablehlo.and", an, bn);
+        pick_a = rb.select(both, later,
+                           rb.select(an, an, rb.select(bn, rb.unary("stablehlo.not", bn), pick_a)));
+      }
+      return {rb.select(pick_a, av, bv), rb.select(pick_a, ai, bi)};
+    };
+    std::vector<Value> r = b.op_multi("stablehlo.reduce_window", {x, idx, init_v, init_i},
+                                      {x.type, idx.type}, attrs, {{{vs, is, vs, is}, body}});
+    return {finish(ctx, r[0], 0), finish(ctx, r[1], 1)};
+  };
+}
+
 TORCHTPU_LOWERING("aten::sum", lower_sum);
 TORCHTPU_LOWERING("aten::sum.dim_IntList", lower_sum_dim);
 TORCHTPU_LOWERING("aten::mean", lower_mean);
@@ -559,6 +607,8 @@ TORCHTPU_LOWERING("aten::aminmax", lower_aminmax);
 TORCHTPU_LOWERING("aten::count_nonzero.dim_IntList", lower_count_nonzero);
 TORCHTPU_LOWERING("aten::trace", lower_trace);
 TORCHTPU_LOWERING("aten::histc", lower_histc);
+TORCHTPU_LOWERING("aten::cummax", cum_extreme(true));
+TORCHTPU_LOWERING("aten::cummin", cum_extreme(false));
 TORCHTPU_LOWERING("aten::cumprod", scan("stablehlo.multiply", 1));
 
 }  // namespace

@@ -153,3 +153,17 @@ def test_cdist_pdist(p):
            a, b, grad=grad)
     x = _x(5, 3)
     _check(lambda t: torch.nn.functional.pdist(t, p=p), x, grad=grad)
+
+
+@pytest.mark.parametrize("fn", [torch.cummax, torch.cummin])
+def test_cummax_cummin(fn):
+    nan = float("nan")
+    x = torch.tensor([[1.0, 3.0, 3.0, 2.0, nan, 5.0, nan, -1.0],
+                      [0.0, 0.0, -1.0, -1.0, 2.0, 2.0, 1.0, 7.0]])
+    for d in (0, 1):
+        a, e = fn(x.to(DEV), d), fn(x, d)
+        torch.testing.assert_close(a.values.cpu(), e.values, equal_nan=True)
+        torch.testing.assert_close(a.indices.cpu(), e.indices)
+    i = torch.tensor([3, 1, 3, 5, 2, 5])
+    torch.testing.assert_close(fn(i.to(DEV), 0).indices.cpu(), fn(i, 0).indices)
+    _check(lambda t: fn(t, 1).values, _x(3, 6))
