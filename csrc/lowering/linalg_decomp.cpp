@@ -10,6 +10,7 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -714,6 +715,61 @@ std::vector<Value> lower_linalg_qr(LoweringContext& ctx) {
   return {Q, coerce(b, R, r_t)};
 }
 
+// ---- matrix exponential: scaling and squaring with a degree-18 Taylor polynomial ----
+// s = max(0, ceil(log2 ||A||_1)) per matrix, exp(A / 2^s) by Horner, then s squarings (a
+// while loop over the batch's largest s, each matrix squaring only while i < its own s).
+std::vector<Value> lower_matrix_exp(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  const TensorType& out = ctx.out_type();
+  check_real(ctx, out.dtype);
+  // f64 throughout: the squarings amplify rounding, and CPU's own f32 result is within ~1e-6.
+  ElementType ct = ElementType::kF64;
+  Value a = coerce(b, ctx.tensor(0), out.with_dtype(ct));
+  const Shape& shape = a.shape();
+  const size_t r = shape.size();
+  if (a.type.numel() == 0) return {coerce(b, a, out)};
+  const Shape batch = batch_of(shape);
+  std::vector<int64_t> bd = first_n(r - 2);
+  auto mm = [&](FunctionBuilder& fb, Value x, Value y) {
+    return fb.dot_general(x, y, bd, bd, {static_cast<int64_t>(r - 1)},
+                          {static_cast<int64_t>(r - 2)}, x.type);
+  };
+  // ||A||_1: the largest absolute column sum
+  Value colsum = sum_dim(b, b.unary("stablehlo.abs", a), r - 2);
+  Value norm = reduce_dim(b, colsum, r - 2, "stablehlo.maximum", 0);
+  Value sc = b.unary("stablehlo.ceil",
+                     b.div(b.unary("stablehlo.log", norm), b.constant(std::log(2.0), norm.type)));
+  sc = b.max(sc, zeros(b, sc.type));
+  // NaN/inf norms: no scaling (the result is NaN/inf anyway)
+  sc = b.select(b.op("stablehlo.is_finite", {sc}, sc.type.with_dtype(ElementType::kPred)), sc,
+                zeros(b, sc.type));
+  Value scale = b.binary("stablehlo.power", b.constant(2, sc.type), sc);
+  Value as = b.div(a, from_batch(b, scale, shape));
+  Value id = eye(b, a.type);
+  Value t = id;
+  for (int k = 18; k >= 1; --k) {
+    t = b.add(id, b.div(mm(b, as, t), b.constant(static_cast<double>(k), a.type)));
+  }
+  Value steps = b.convert(sc, ElementType::kS64);
+  Value max_steps = reduce_dim(b, b.reshape(steps, {static_cast<int64_t>(steps.type.numel())}), 0,
+                               "stablehlo.maximum", 0);
+  TensorType k_t(ElementType::kS64, {});
+  std::vector<Value> init = {b.constant_int(0, k_t), max_steps, steps, t};
+  std::vector<TensorType> types = {k_t, k_t, steps.type, t.type};
+  auto cond = [](FunctionBuilder& ib, const std::vector<Value>& st) -> std::vector<Value> {
+    return {ib.compare(st[0], st[1], CompareDirection::kLT)};
+  };
+  auto body = [&, shape](FunctionBuilder& ib, const std::vector<Value>& st) -> std::vector<Value> {
+    Value i = st[0], x = st[3];
+    Value act = ib.compare(splat(ib, i, st[2].shape()), st[2], CompareDirection::kLT);
+    Value sq = mm(ib, x, x);
+    x = ib.select(from_batch(ib, act, shape), sq, x);
+    return {ib.add(i, ib.constant_int(1, k_t)), st[1], st[2], x};
+  };
+  Value res = b.op_multi("stablehlo.while", init, types, "", {{types, cond}, {types, body}})[3];
+  return {coerce(b, res, out)};
+}
+
 TORCHTPU_LOWERING("aten::linalg_solve_triangular", lower_linalg_solve_triangular);
 TORCHTPU_LOWERING("aten::triangular_solve", lower_triangular_solve);
 TORCHTPU_LOWERING("aten::linalg_cholesky_ex", lower_linalg_cholesky_ex);
@@ -732,6 +788,7 @@ TORCHTPU_LOWERING("aten::geqrf", lower_geqrf);
 TORCHTPU_LOWERING("aten::linalg_householder_product", lower_householder_product);
 TORCHTPU_LOWERING("aten::ormqr", lower_ormqr);
 TORCHTPU_LOWERING("aten::linalg_qr", lower_linalg_qr);
+TORCHTPU_LOWERING("aten::linalg_matrix_exp", lower_matrix_exp);
 
 }  // namespace
 }  // namespace torchtpu::lowering

@@ -145,3 +145,16 @@ def test_qr_family(shape):
             C = torch.randn(*shape[:-2], m, 2) if left else torch.randn(*shape[:-2], 2, m)
             _check(lambda v, c: torch.ormqr(v, tau.to(v.device), c, left=left,
                                             transpose=transpose), a, C, grad=False)
+
+
+def test_matrix_exp():
+    g = torch.Generator().manual_seed(4)
+    for A in (torch.randn(4, 4, generator=g) * 3, torch.randn(2, 5, 5, generator=g),
+              torch.zeros(3, 3), torch.randn(3, 3, generator=g) * 1e-3):
+        exact = torch.matrix_exp(A.double())
+        out = torch.matrix_exp(A.to(DEV)).cpu().double()
+        # at least as accurate as CPU's float32 result, against the float64 one
+        cpu_err = (torch.matrix_exp(A).double() - exact).abs()
+        assert bool(((out - exact).abs() <= cpu_err + 1e-5 + 1e-5 * exact.abs()).all())
+    A = torch.randn(4, 4, generator=g)
+    _check(torch.matrix_exp, A)

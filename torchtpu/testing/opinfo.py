@@ -69,6 +69,14 @@ GRAD_TOLERANCE_OVERRIDES: dict[str, tuple[float, float, str]] = {
         "~1e-5 * rstd of rounding noise (rstd = 1/sqrt(eps) ~ 316)"),
 }
 
+# OpInfos whose CPU float32 results carry large rounding errors of their own: on a float32
+# mismatch, a float64 CPU run arbitrates, and the sample passes when the tpu result is nowhere
+# further from it than CPU's float32 result (elementwise, plus the float32 tolerances).
+F64_ARBITRATED: dict[str, str] = {
+    "matrix_exp": "repeated squaring amplifies CPU's float32 rounding (errors ~1e-3 relative "
+                  "on small entries); tpu evaluates in float64",
+}
+
 CATEGORIES = ("pass-native", "pass-with-fallback", "mismatch", "error", "skipped")
 
 DEFAULT_MAX_SAMPLES = 4
@@ -203,6 +211,51 @@ def _host_only_args(op, dtype, with_grad: bool, n: int) -> list:
         return [_host_paths(m) for m in metas]
     except Exception:  # noqa: BLE001 - a sample function that cannot run on meta
         return []
+
+
+def _to_f64(obj: Any) -> Any:
+    if isinstance(obj, torch.Tensor):
+        if obj.dtype != torch.float32:
+            return obj
+        t = obj.detach().to(torch.float64)
+        return t.requires_grad_(True) if obj.requires_grad else t
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):
+        return type(obj)(*(_to_f64(x) for x in obj))
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_to_f64(x) for x in obj)
+    if isinstance(obj, dict):
+        return {k: _to_f64(v) for k, v in obj.items()}
+    return obj
+
+
+def _f64_arbitrates(op, sample, with_grad: bool, out, grads, ref_out, ref_grads) -> bool:
+    """For F64_ARBITRATED OpInfos: whether every float result of the tpu run is at least as
+    close to a float64 CPU run as CPU's float32 result is (see F64_ARBITRATED)."""
+    if op_full_name(op) not in F64_ARBITRATED:
+        return False
+    import types
+    s64 = types.SimpleNamespace(input=_to_f64(sample.input), args=_to_f64(sample.args),
+                                kwargs=_to_f64(sample.kwargs),
+                                output_process_fn_grad=sample.output_process_fn_grad)
+    try:
+        exact_out, exact_grads = _run_sample(op, s64, "cpu", with_grad)
+    except Exception:  # noqa: BLE001
+        return False
+    triples = list(zip(_walk_tensors(out), _walk_tensors(ref_out), _walk_tensors(exact_out)))
+    if ref_grads is not None:
+        if grads is None or exact_grads is None:
+            return False
+        triples += [t for t in zip(grads, ref_grads, exact_grads) if None not in t]
+    rtol, atol = TOLERANCES[torch.float32]
+    for a, c, x in triples:
+        if not x.is_floating_point() or a.shape != x.shape:
+            return False
+        a, c, x = a.double(), c.double(), x.double()
+        ok = (a - x).abs() <= (c - x).abs() + atol + rtol * x.abs()
+        ok |= a.isnan() & x.isnan()
+        if not bool(ok.all()):
+            return False
+    return True
 
 
 def _to_cpu(obj: Any) -> Any:
@@ -402,6 +455,11 @@ def run_one(op, dtype_name: str, max_samples: int = DEFAULT_MAX_SAMPLES,
                         gtol = GRAD_TOLERANCE_OVERRIDES.get(op_full_name(op))
                         compare(grads, ref_grads, "grad", gtol[:2] if gtol else None)
                 except _Mismatch:
+                    if dtype == torch.float32 and _f64_arbitrates(op, sample, with_grad, out,
+                                                                  grads, ref_out, ref_grads):
+                        grad_checked = grad_checked or ref_grads is not None
+                        ran += 1
+                        continue
                     # A random op draws from a different generator on tpu than on CPU.
                     if op.name in _UNINITIALIZED:
                         raise _Skip("returns uninitialized memory")
@@ -559,6 +617,9 @@ def markdown_summary(records: list[dict], meta: dict | None = None) -> str:
     lines.append("")
     for name, (rtol, atol, why) in GRAD_TOLERANCE_OVERRIDES.items():
         lines.append(f"- `{name}` gradients: rtol {rtol:g} / atol {atol:g} ({why}).")
+    for name, why in F64_ARBITRATED.items():
+        lines.append(f"- `{name}`: a float32 mismatch passes when tpu is no further from a "
+                     f"float64 CPU run than CPU float32 is ({why}).")
     lines.append("- Arguments a sample creates on the CPU whatever the device (found by generating "
                  "the samples for `meta` too, e.g. tensor_split's indices) stay on the CPU.")
     lines.append("")
