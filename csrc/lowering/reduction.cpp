@@ -570,6 +570,21 @@ LoweringFn cum_extreme(bool is_max) {
   };
 }
 
+// hash_tensor(self, dim, keepdim, mode=0): elements widened to f64 / i64, bitcast to u64 and
+// xor-reduced.
+std::vector<Value> lower_hash_tensor(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  TORCH_CHECK(ctx.int_arg(ctx.index_of("mode")) == 0, "hash_tensor: only mode=0 is supported");
+  Value x = ctx.tensor(0);
+  Value wide =
+      shlo::is_float(x.dtype()) ? b.convert(x, ElementType::kF64) : b.convert(x, ElementType::kS64);
+  Value bits = b.bitcast_convert(wide, ElementType::kU64);
+  std::vector<int64_t> dims = dims_or_all(ctx, 1, x.rank());
+  Value r = b.reduce_simple(bits, b.constant_int(0, TensorType(ElementType::kU64, {})), dims,
+                            "stablehlo.xor");
+  return {finish(ctx, r)};
+}
+
 TORCHTPU_LOWERING("aten::sum", lower_sum);
 TORCHTPU_LOWERING("aten::sum.dim_IntList", lower_sum_dim);
 TORCHTPU_LOWERING("aten::mean", lower_mean);
@@ -607,6 +622,7 @@ TORCHTPU_LOWERING("aten::aminmax", lower_aminmax);
 TORCHTPU_LOWERING("aten::count_nonzero.dim_IntList", lower_count_nonzero);
 TORCHTPU_LOWERING("aten::trace", lower_trace);
 TORCHTPU_LOWERING("aten::histc", lower_histc);
+TORCHTPU_LOWERING("aten::hash_tensor", lower_hash_tensor);
 TORCHTPU_LOWERING("aten::cummax", cum_extreme(true));
 TORCHTPU_LOWERING("aten::cummin", cum_extreme(false));
 TORCHTPU_LOWERING("aten::cumprod", scan("stablehlo.multiply", 1));

@@ -167,3 +167,10 @@ def test_cummax_cummin(fn):
     i = torch.tensor([3, 1, 3, 5, 2, 5])
     torch.testing.assert_close(fn(i.to(DEV), 0).indices.cpu(), fn(i, 0).indices)
     _check(lambda t: fn(t, 1).values, _x(3, 6))
+
+
+def test_hash_tensor():
+    for x in [torch.tensor([1.0, 2.0, -3.5, -0.0]), _x(3, 4), torch.arange(-5, 7).reshape(3, 4),
+              torch.tensor([True, False, True])]:
+        torch.testing.assert_close(torch.hash_tensor(x.to(DEV)).cpu(), torch.hash_tensor(x))
+        torch.testing.assert_close(torch.hash_tensor(x.to(DEV), 0).cpu(), torch.hash_tensor(x, 0))
