@@ -770,6 +770,175 @@ std::vector<Value> lower_matrix_exp(LoweringContext& ctx) {
   return {coerce(b, res, out)};
 }
 
+// ---- SVD: one-sided Jacobi (Hestenes) in f64 ----
+// Columns of A (m >= n; wide inputs use A^T) are orthogonalized pairwise by plane rotations,
+// accumulated in V; sigma_j = ||a_j||, u_j = a_j / sigma_j (0 for sigma_j = 0), sorted
+// descending. Singular vectors carry LAPACK-arbitrary signs, so they agree with CPU up to
+// sign; products such as U S V^T, pinv and norms agree. full_matrices with m != n stays on
+// the CPU (completing the basis is not implemented).
+
+// Column j (0-d s64) of x (batch x m x n) as batch x m.
+Value column(FunctionBuilder& b, Value x, Value j) {
+  const Shape& s = x.shape();
+  size_t r = s.size();
+  Value cols = iota_s64(b, s, r - 1);
+  return sum_dim(b, b.select(eq(b, cols, splat(b, j, s)), x, zeros(b, x.type)), r - 1);
+}
+
+// x with columns p and q replaced by c*x_p - s*x_q and s*x_p + c*x_q (c, s: batch).
+Value rotate_columns(FunctionBuilder& b, Value x, Value p, Value q, Value c, Value sn) {
+  const Shape& s = x.shape();
+  size_t r = s.size();
+  Value xp = column(b, x, p), xq = column(b, x, q);
+  const Shape cs = xp.shape();
+  Value cb = from_batch(b, c, cs), sb = from_batch(b, sn, cs);
+  Value np = b.sub(b.mul(cb, xp), b.mul(sb, xq));
+  Value nq = b.add(b.mul(sb, xp), b.mul(cb, xq));
+  Value cols = iota_s64(b, s, r - 1);
+  x = b.select(eq(b, cols, splat(b, p, s)), expand(b, np, s, r - 1), x);
+  return b.select(eq(b, cols, splat(b, q, s)), expand(b, nq, s, r - 1), x);
+}
+
+struct Svd {
+  Value u, s, v;  // u: batch x m x n, s: batch x n, v: batch x n x n
+};
+
+Svd jacobi_svd(FunctionBuilder& b, Value a) {
+  const Shape shape = a.shape();
+  const size_t r = shape.size();
+  const int64_t n = shape[r - 1];
+  const Shape batch = batch_of(shape);
+  Value v0 = eye(b, TensorType(a.dtype(), with_last2(batch, n, n)));
+  TensorType k_t(ElementType::kS64, {});
+  const int64_t sweeps = 12;
+  std::vector<Value> init = {b.constant_int(0, k_t), b.constant_int(0, k_t), b.constant_int(1, k_t),
+                             a, v0};
+  std::vector<TensorType> types = {k_t, k_t, k_t, a.type, v0.type};
+  auto cond = [=](FunctionBuilder& ib, const std::vector<Value>& st) -> std::vector<Value> {
+    return {ib.compare(st[0], ib.constant_int(sweeps, k_t), CompareDirection::kLT)};
+  };
+  auto body = [=](FunctionBuilder& ib, const std::vector<Value>& st) -> std::vector<Value> {
+    Value sweep = st[0], p = st[1], q = st[2], A = st[3], V = st[4];
+    Value ap = column(ib, A, p), aq = column(ib, A, q);
+    size_t cd = static_cast<size_t>(ap.rank()) - 1;
+    Value alpha = sum_dim(ib, ib.mul(ap, ap), cd);
+    Value beta = sum_dim(ib, ib.mul(aq, aq), cd);
+    Value gamma = sum_dim(ib, ib.mul(ap, aq), cd);
+    Value zero = zeros(ib, gamma.type), one = ib.constant(1, gamma.type);
+    Value skip = eq(ib, gamma, zero);
+    Value g = ib.select(skip, one, gamma);
+    Value zeta = ib.div(ib.sub(beta, alpha), ib.mul(ib.constant(2, g.type), g));
+    Value sign = ib.select(ib.compare(zeta, zero, CompareDirection::kGE), one, ib.neg(one));
+    Value t = ib.div(sign, ib.add(ib.unary("stablehlo.abs", zeta),
+                                  ib.unary("stablehlo.sqrt", ib.add(one, ib.mul(zeta, zeta)))));
+    Value c = ib.unary("stablehlo.rsqrt", ib.add(one, ib.mul(t, t)));
+    Value sn = ib.mul(c, t);
+    c = ib.select(skip, one, c);
+    sn = ib.select(skip, zero, sn);
+    A = rotate_columns(ib, A, p, q, c, sn);
+    V = rotate_columns(ib, V, p, q, c, sn);
+    // next pair (p, q), p < q < n; a new sweep after (n-2, n-1)
+    Value k1 = ib.constant_int(1, k_t);
+    Value nq = ib.add(q, k1);
+    Value wrap = ib.compare(nq, ib.constant_int(n, k_t), CompareDirection::kGE);
+    Value np = ib.select(wrap, ib.add(p, k1), p);
+    nq = ib.select(wrap, ib.add(np, k1), nq);
+    Value done = ib.compare(np, ib.constant_int(n - 1, k_t), CompareDirection::kGE);
+    sweep = ib.select(done, ib.add(sweep, k1), sweep);
+    np = ib.select(done, ib.constant_int(0, k_t), np);
+    nq = ib.select(done, k1, nq);
+    return {sweep, np, nq, A, V};
+  };
+  std::vector<Value> res;
+  if (n < 2) {
+    res = {Value{}, Value{}, Value{}, a, v0};
+  } else {
+    res = b.op_multi("stablehlo.while", init, types, "", {{types, cond}, {types, body}});
+  }
+  Value A = res[3], V = res[4];
+  Value sig = b.unary("stablehlo.sqrt", sum_dim(b, b.mul(A, A), r - 2));  // batch x n
+  Value nz = b.compare(sig, zeros(b, sig.type), CompareDirection::kGT);
+  Value safe = b.select(nz, sig, b.constant(1, sig.type));
+  Value U = b.div(A, expand(b, safe, shape, r - 2));
+  U = b.select(expand(b, nz, shape, r - 2), U, zeros(b, U.type));
+  // sort descending: the rank of each sigma gives a permutation matrix
+  const Shape ss = sig.shape();
+  Shape pair = ss;
+  pair.push_back(n);  // batch x n(j) x n(k)
+  Value sj = b.broadcast_in_dim(sig, pair, all_but(pair.size(), pair.size() - 1));
+  Value sk = b.broadcast_in_dim(sig, pair, all_but(pair.size(), pair.size() - 2));
+  Value jj = iota_s64(b, pair, pair.size() - 2), kk = iota_s64(b, pair, pair.size() - 1);
+  Value before =
+      b.binary("stablehlo.or", b.compare(sk, sj, CompareDirection::kGT),
+               b.binary("stablehlo.and", eq(b, sk, sj), b.compare(kk, jj, CompareDirection::kLT)));
+  Value rank = sum_dim(b, b.convert(before, ElementType::kS64), pair.size() - 1);  // batch x n
+  // P[j, t] = (rank[j] == t): column j of U goes to position t
+  Value P = b.convert(eq(b, b.broadcast_in_dim(rank, pair, all_but(pair.size(), pair.size() - 1)),
+                         iota_s64(b, pair, pair.size() - 1)),
+                      a.dtype());
+  std::vector<int64_t> bd = first_n(r - 2);
+  auto mm = [&](Value x, Value y) {
+    Shape os = batch;
+    os.push_back(x.shape()[r - 2]);
+    os.push_back(y.shape()[r - 1]);
+    return b.dot_general(x, y, bd, bd, {static_cast<int64_t>(r - 1)}, {static_cast<int64_t>(r - 2)},
+                         TensorType(x.dtype(), os));
+  };
+  Value sig_sorted = b.reshape(mm(b.reshape(sig, with_last2(batch, 1, n)), P), ss);
+  return {mm(U, P), sig_sorted, mm(V, P)};
+}
+
+// An orthonormal m x cols basis whose leading columns are u's (batch x m x k, orthonormal
+// columns or zero columns, zeros last): Householder QR of u, columns signed by diag(R).
+Value complete_basis(FunctionBuilder& b, Value u, int64_t cols) {
+  const Shape& s = u.shape();
+  size_t r = s.size();
+  int64_t k = s[r - 1];
+  auto [f, tau] = geqrf(b, u);
+  Value q = householder_product(b, f, tau, cols);  // batch x m x cols
+  Value rows = iota_s64(b, s, r - 2), cl = iota_s64(b, s, r - 1);
+  Value diag = sum_dim(b, b.select(eq(b, rows, cl), f, zeros(b, f.type)), r - 2);  // batch x k
+  Value sign = b.select(b.compare(diag, zeros(b, diag.type), CompareDirection::kLT),
+                        b.constant(-1, diag.type), b.constant(1, diag.type));
+  if (cols > k) {
+    Shape ps = batch_of(s);
+    ps.push_back(cols - k);
+    sign = b.concatenate({sign, b.constant(1, TensorType(diag.dtype(), ps))},
+                         static_cast<int64_t>(r - 2));
+  }
+  return b.mul(q, expand(b, sign, q.shape(), r - 2));
+}
+
+std::vector<Value> lower_linalg_svd(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  const TensorType& s_t = ctx.out_type(1);
+  check_real(ctx, s_t.dtype);
+  bool full = ctx.bool_arg(1), compute_uv = ctx.bool_arg(2);
+  Value a = ctx.tensor(0);
+  const Shape& shape = a.shape();
+  size_t r = shape.size();
+  int64_t m = shape[r - 2], n = shape[r - 1];
+  if (a.type.numel() == 0) {
+    // No singular values; full_matrices asks for identity bases.
+    auto basis = [&](const TensorType& t) {
+      return t.numel() > 0 && t.shape[r - 2] == t.shape[r - 1] ? eye(b, t) : zeros(b, t);
+    };
+    return {basis(ctx.out_type(0)), zeros(b, s_t), basis(ctx.out_type(2))};
+  }
+  Value x = b.convert(a, ElementType::kF64);
+  bool wide = m < n;
+  if (wide) x = transpose_last2(b, x);
+  Svd d = jacobi_svd(b, x);
+  Value S = coerce(b, d.s, s_t);
+  if (!compute_uv) return {zeros(b, ctx.out_type(0)), S, zeros(b, ctx.out_type(2))};
+  // d.u: tall x k with zero columns for zero singular values: make it an orthonormal basis
+  // (all `tall` columns for full_matrices).
+  int64_t tall = std::max(m, n), k = std::min(m, n);
+  Value U = complete_basis(b, d.u, full ? tall : k), V = d.v;
+  if (wide) std::swap(U, V);
+  return {coerce(b, U, ctx.out_type(0)), S, coerce(b, transpose_last2(b, V), ctx.out_type(2))};
+}
+
 TORCHTPU_LOWERING("aten::linalg_solve_triangular", lower_linalg_solve_triangular);
 TORCHTPU_LOWERING("aten::triangular_solve", lower_triangular_solve);
 TORCHTPU_LOWERING("aten::linalg_cholesky_ex", lower_linalg_cholesky_ex);
@@ -789,6 +958,7 @@ TORCHTPU_LOWERING("aten::linalg_householder_product", lower_householder_product)
 TORCHTPU_LOWERING("aten::ormqr", lower_ormqr);
 TORCHTPU_LOWERING("aten::linalg_qr", lower_linalg_qr);
 TORCHTPU_LOWERING("aten::linalg_matrix_exp", lower_matrix_exp);
+TORCHTPU_LOWERING("aten::_linalg_svd", lower_linalg_svd);
 
 }  // namespace
 }  // namespace torchtpu::lowering

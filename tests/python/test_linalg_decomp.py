@@ -158,3 +158,26 @@ def test_matrix_exp():
         assert bool(((out - exact).abs() <= cpu_err + 1e-5 + 1e-5 * exact.abs()).all())
     A = torch.randn(4, 4, generator=g)
     _check(torch.matrix_exp, A)
+
+
+@pytest.mark.parametrize("shape", [(4, 4), (5, 3), (3, 5), (2, 4, 3)])
+@pytest.mark.parametrize("full", [False, True])
+def test_svd(shape, full):
+    # Singular vectors are only defined up to sign (LAPACK's choice is not canonical), so the
+    # check is on S, on the reconstruction and orthonormality, and on sign-free functions.
+    A = torch.randn(*shape, generator=torch.Generator().manual_seed(5))
+    A[..., 0] = A[..., 1]  # rank deficient: a zero singular value
+    U, S, Vh = [t.cpu() for t in torch.linalg.svd(A.to(DEV), full_matrices=full)]
+    Uc, Sc, Vhc = torch.linalg.svd(A, full_matrices=full)
+    assert U.shape == Uc.shape and Vh.shape == Vhc.shape
+    torch.testing.assert_close(S, Sc, **TOL)
+    k = S.shape[-1]
+    torch.testing.assert_close(U[..., :k] @ torch.diag_embed(S) @ Vh[..., :k, :], A, **TOL)
+    eye_u, eye_v = torch.eye(U.shape[-1]), torch.eye(Vh.shape[-2])
+    torch.testing.assert_close(U.mT @ U, eye_u.expand_as(U.mT @ U), **TOL)
+    torch.testing.assert_close(Vh @ Vh.mT, eye_v.expand_as(Vh @ Vh.mT), **TOL)
+    if not full:
+        B = torch.randn(*shape, generator=torch.Generator().manual_seed(6))
+        _check(torch.linalg.pinv, B)
+        _check(torch.linalg.svdvals, B)
+        _check(lambda t: torch.linalg.matrix_norm(t, "nuc"), B)
