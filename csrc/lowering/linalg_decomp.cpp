@@ -939,6 +939,104 @@ std::vector<Value> lower_linalg_svd(LoweringContext& ctx) {
   return {coerce(b, U, ctx.out_type(0)), S, coerce(b, transpose_last2(b, V), ctx.out_type(2))};
 }
 
+// ---- symmetric eigendecomposition: cyclic two-sided Jacobi in f64 ----
+// Eigenvalues ascending like LAPACK's syevd; eigenvectors agree with it up to sign.
+std::vector<Value> lower_linalg_eigh(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  const TensorType& w_t = ctx.out_type(0);
+  check_real(ctx, w_t.dtype);
+  std::string uplo = ctx.arg(1).ivalue.toStringRef();
+  bool compute_v = ctx.bool_arg(2);
+  Value a = b.convert(ctx.tensor(0), ElementType::kF64);
+  const Shape shape = a.shape();
+  const size_t r = shape.size();
+  const int64_t n = shape[r - 1];
+  if (a.type.numel() == 0) return {zeros(b, w_t), zeros(b, ctx.out_type(1))};
+  // the referenced triangle, mirrored
+  bool lower = uplo == "L" || uplo == "l";
+  Value tri = triangle(b, a, lower, 0);
+  Value strict = triangle(b, a, lower, lower ? -1 : 1);
+  a = b.add(tri, transpose_last2(b, strict));
+  const Shape batch = batch_of(shape);
+  Value v0 = eye(b, a.type);
+  TensorType k_t(ElementType::kS64, {});
+  const int64_t sweeps = 12;
+  std::vector<Value> init = {b.constant_int(0, k_t), b.constant_int(0, k_t), b.constant_int(1, k_t),
+                             a, v0};
+  std::vector<TensorType> types = {k_t, k_t, k_t, a.type, v0.type};
+  auto cond = [=](FunctionBuilder& ib, const std::vector<Value>& st) -> std::vector<Value> {
+    return {ib.compare(st[0], ib.constant_int(sweeps, k_t), CompareDirection::kLT)};
+  };
+  auto body = [=](FunctionBuilder& ib, const std::vector<Value>& st) -> std::vector<Value> {
+    Value sweep = st[0], p = st[1], q = st[2], A = st[3], V = st[4];
+    Value ap = column(ib, A, p), aq = column(ib, A, q);
+    const Shape cs = ap.shape();
+    size_t cd = cs.size() - 1;
+    Value rv = iota_s64(ib, cs, cd);
+    auto pick = [&](Value col, Value idx) {
+      return sum_dim(ib, ib.select(eq(ib, rv, splat(ib, idx, cs)), col, zeros(ib, col.type)), cd);
+    };
+    Value app = pick(ap, p), aqq = pick(aq, q), apq = pick(aq, p);
+    Value zero = zeros(ib, app.type), one = ib.constant(1, app.type);
+    Value skip = eq(ib, apq, zero);
+    Value g = ib.select(skip, one, apq);
+    Value theta = ib.div(ib.sub(aqq, app), ib.mul(ib.constant(2, g.type), g));
+    Value sign = ib.select(ib.compare(theta, zero, CompareDirection::kGE), one, ib.neg(one));
+    Value t = ib.div(sign, ib.add(ib.unary("stablehlo.abs", theta),
+                                  ib.unary("stablehlo.sqrt", ib.add(one, ib.mul(theta, theta)))));
+    Value c = ib.unary("stablehlo.rsqrt", ib.add(one, ib.mul(t, t)));
+    Value sn = ib.mul(c, t);
+    c = ib.select(skip, one, c);
+    sn = ib.select(skip, zero, sn);
+    A = rotate_columns(ib, A, p, q, c, sn);
+    A = transpose_last2(ib, rotate_columns(ib, transpose_last2(ib, A), p, q, c, sn));
+    V = rotate_columns(ib, V, p, q, c, sn);
+    Value k1 = ib.constant_int(1, k_t);
+    Value nq = ib.add(q, k1);
+    Value wrap = ib.compare(nq, ib.constant_int(n, k_t), CompareDirection::kGE);
+    Value np = ib.select(wrap, ib.add(p, k1), p);
+    nq = ib.select(wrap, ib.add(np, k1), nq);
+    Value done = ib.compare(np, ib.constant_int(n - 1, k_t), CompareDirection::kGE);
+    sweep = ib.select(done, ib.add(sweep, k1), sweep);
+    np = ib.select(done, ib.constant_int(0, k_t), np);
+    nq = ib.select(done, k1, nq);
+    return {sweep, np, nq, A, V};
+  };
+  Value A = a, V = v0;
+  if (n >= 2) {
+    std::vector<Value> res =
+        b.op_multi("stablehlo.while", init, types, "", {{types, cond}, {types, body}});
+    A = res[3];
+    V = res[4];
+  }
+  Value rows = iota_s64(b, shape, r - 2), cols = iota_s64(b, shape, r - 1);
+  Value w = sum_dim(b, b.select(eq(b, rows, cols), A, zeros(b, A.type)), r - 1);  // batch x n
+  // ascending order (stable) as a permutation matrix
+  Shape pair = w.shape();
+  pair.push_back(n);
+  Value wj = b.broadcast_in_dim(w, pair, all_but(pair.size(), pair.size() - 1));
+  Value wk = b.broadcast_in_dim(w, pair, all_but(pair.size(), pair.size() - 2));
+  Value jj = iota_s64(b, pair, pair.size() - 2), kk = iota_s64(b, pair, pair.size() - 1);
+  Value before =
+      b.binary("stablehlo.or", b.compare(wk, wj, CompareDirection::kLT),
+               b.binary("stablehlo.and", eq(b, wk, wj), b.compare(kk, jj, CompareDirection::kLT)));
+  Value rank = sum_dim(b, b.convert(before, ElementType::kS64), pair.size() - 1);
+  Value P = b.convert(eq(b, b.broadcast_in_dim(rank, pair, all_but(pair.size(), pair.size() - 1)),
+                         iota_s64(b, pair, pair.size() - 1)),
+                      a.dtype());
+  std::vector<int64_t> bd = first_n(r - 2);
+  auto mm = [&](Value x, Value y) {
+    Shape os = batch;
+    os.push_back(x.shape()[r - 2]);
+    os.push_back(y.shape()[r - 1]);
+    return b.dot_general(x, y, bd, bd, {static_cast<int64_t>(r - 1)}, {static_cast<int64_t>(r - 2)},
+                         TensorType(x.dtype(), os));
+  };
+  Value ws = b.reshape(mm(b.reshape(w, with_last2(batch, 1, n)), P), w.shape());
+  Value vecs = compute_v ? coerce(b, mm(V, P), ctx.out_type(1)) : zeros(b, ctx.out_type(1));
+  return {coerce(b, ws, w_t), vecs};
+}
+
 TORCHTPU_LOWERING("aten::linalg_solve_triangular", lower_linalg_solve_triangular);
 TORCHTPU_LOWERING("aten::triangular_solve", lower_triangular_solve);
 TORCHTPU_LOWERING("aten::linalg_cholesky_ex", lower_linalg_cholesky_ex);
@@ -959,6 +1057,7 @@ TORCHTPU_LOWERING("aten::ormqr", lower_ormqr);
 TORCHTPU_LOWERING("aten::linalg_qr", lower_linalg_qr);
 TORCHTPU_LOWERING("aten::linalg_matrix_exp", lower_matrix_exp);
 TORCHTPU_LOWERING("aten::_linalg_svd", lower_linalg_svd);
+TORCHTPU_LOWERING("aten::_linalg_eigh", lower_linalg_eigh);
 
 }  // namespace
 }  // namespace torchtpu::lowering

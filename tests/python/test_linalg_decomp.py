@@ -181,3 +181,24 @@ def test_svd(shape, full):
         _check(torch.linalg.pinv, B)
         _check(torch.linalg.svdvals, B)
         _check(lambda t: torch.linalg.matrix_norm(t, "nuc"), B)
+
+
+@pytest.mark.parametrize("uplo", ["L", "U"])
+def test_eigh(uplo):
+    g = torch.Generator().manual_seed(7)
+    for shape in [(4, 4), (2, 5, 5), (1, 1)]:
+        A = torch.randn(*shape, generator=g)
+        A = A + A.mT
+        A[..., 0, -1] += 1.0  # only the `uplo` triangle is read
+        w, V = [t.cpu() for t in torch.linalg.eigh(A.to(DEV), UPLO=uplo)]
+        wc, _ = torch.linalg.eigh(A, UPLO=uplo)
+        torch.testing.assert_close(w, wc, **TOL)  # ascending, like LAPACK
+        tri = torch.tril(A) if uplo == "L" else torch.triu(A)
+        sym = tri + (torch.tril(A, -1) if uplo == "L" else torch.triu(A, 1)).mT
+        torch.testing.assert_close(V @ torch.diag_embed(w) @ V.mT, sym, **TOL)
+        n = shape[-1]
+        torch.testing.assert_close(V.mT @ V, torch.eye(n).expand_as(V.mT @ V), **TOL)
+    S = torch.randn(4, 4, generator=g)
+    S = S + S.mT
+    _check(lambda t: torch.linalg.eigvalsh(t), S)
+    _check(lambda t: torch.linalg.pinv(t, hermitian=True), S, grad=False)
