@@ -16,11 +16,13 @@ COMMON_OPS = [
     "log_softmax", "mm", "bmm", "matmul", "cat", "stack", "where", "clamp", "transpose",
     "reshape", "pow", "sqrt", "maximum",
 ]
+# An OpInfo whose op has no lowering yet (aten::igamma); change it when igamma gets one.
+UNLOWERED = "igamma"
 
 
 @pytest.fixture(scope="module")
 def subset_records():
-    recs = opinfo.run_sweep(ops=COMMON_OPS + ["linalg.inv"], dtypes=["float32"], max_samples=3,
+    recs = opinfo.run_sweep(ops=COMMON_OPS + [UNLOWERED], dtypes=["float32"], max_samples=3,
                             timeout=60)
     return {r["op"]: r for r in recs}
 
@@ -35,10 +37,10 @@ def test_common_op_passes_natively(subset_records, name):
 
 
 def test_unlowered_op_is_pass_with_fallback(subset_records):
-    rec = subset_records["linalg.inv"]
+    rec = subset_records[UNLOWERED]
     assert rec["category"] == "pass-with-fallback", rec
-    assert any("linalg_inv" in k for k in rec["fallbacks"]), rec["fallbacks"]
-    assert "linalg_inv" in rec["detail"]
+    assert any("igamma" in k for k in rec["fallbacks"]), rec["fallbacks"]
+    assert "igamma" in rec["detail"]
 
 
 def test_compare_is_strict():
