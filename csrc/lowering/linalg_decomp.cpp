@@ -1037,6 +1037,89 @@ std::vector<Value> lower_linalg_eigh(LoweringContext& ctx) {
   return {coerce(b, ws, w_t), vecs};
 }
 
+// ---- least squares: linalg_lstsq(A, B, rcond, driver) ----
+// Full-rank solution by Householder QR (m >= n: R^-1 Q^T B; m < n: the minimum-norm
+// Q R^-T B), as LAPACK's gels; residuals (m > n, drivers other than gelsy), gelsy's rank
+// (|R_ii| > rcond * max |R_ii|) and gelsd/gelss singular values as the meta kernel asks.
+std::vector<Value> lower_linalg_lstsq(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  const TensorType& x_t = ctx.out_type(0);
+  check_real(ctx, x_t.dtype);
+  Value a = ctx.tensor(0), rhs = ctx.tensor(1);
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      rhs.rank() >= 2 && x_t.rank() >= 2 && a.type.numel() > 0 && rhs.type.numel() > 0,
+      "torchtpu: linalg_lstsq lowers matrix right-hand sides only");
+  const Shape batch = batch_of(x_t.shape);
+  const size_t r = x_t.shape.size();
+  const int64_t m = a.shape()[a.shape().size() - 2], n = a.shape().back();
+  const int64_t k = rhs.shape().back();
+  ElementType ct = ElementType::kF64;
+  Value A = coerce(b, a, TensorType(ct, with_last2(batch, m, n)));
+  Value B = coerce(b, rhs, TensorType(ct, with_last2(batch, m, k)));
+  Shape z(r, 0), one(r, 1);
+  Value x, rdiag;
+  if (m >= n) {
+    auto [f, tau] = geqrf(b, A);
+    Value qtb = apply_reflectors(b, f, tau, B, true, true);
+    Shape lim = with_last2(batch, n, k);
+    Value y = b.slice(qtb, z, lim, one);
+    Value R = triangle(b, b.slice(f, z, with_last2(batch, n, n), one), false);
+    x = tri_solve(b, R, y, true, false, false, false);
+    rdiag = R;
+  } else {
+    auto [f, tau] = geqrf(b, transpose_last2(b, A));  // n x m
+    Value R = triangle(b, b.slice(f, z, with_last2(batch, m, m), one), false);
+    Value zz = tri_solve(b, R, B, true, false, false, true);  // m x k
+    std::vector<int64_t> lo(r, 0), hi(r, 0), in(r, 0);
+    hi[r - 2] = n - m;
+    Value padded = b.pad(zz, b.constant(0, TensorType(ct, {})), lo, hi, in);
+    Shape vl = with_last2(batch, n, m);
+    x = apply_reflectors(b, b.slice(f, z, vl, one), tau, padded, true, false);
+    rdiag = R;
+  }
+  std::vector<Value> outs = {coerce(b, x, x_t)};
+  // residuals
+  const TensorType& res_t = ctx.out_type(1);
+  if (res_t.numel() > 0) {
+    std::vector<int64_t> bd = first_n(r - 2);
+    Value ax = b.dot_general(A, x, bd, bd, {static_cast<int64_t>(r - 1)},
+                             {static_cast<int64_t>(r - 2)}, B.type);
+    Value d = b.sub(ax, B);
+    outs.push_back(coerce(b, sum_dim(b, b.mul(d, d), r - 2), res_t));
+  } else {
+    outs.push_back(zeros(b, res_t));
+  }
+  // rank
+  const TensorType& rank_t = ctx.out_type(2);
+  if (rank_t.numel() > 0) {
+    const Shape& rs = rdiag.shape();
+    Value rows = iota_s64(b, rs, r - 2), cols = iota_s64(b, rs, r - 1);
+    Value diag =
+        b.unary("stablehlo.abs",
+                sum_dim(b, b.select(eq(b, rows, cols), rdiag, zeros(b, rdiag.type)), r - 1));
+    Value mx = reduce_dim(b, diag, r - 2, "stablehlo.maximum", 0);
+    size_t rc = ctx.index_of("rcond");
+    double rcond = ctx.is_none(rc)
+                       ? (x_t.dtype == ElementType::kF64 ? 2.220446049250313e-16 : 1.1920929e-07) *
+                             static_cast<double>(std::max(m, n))
+                       : ctx.double_arg(rc);
+    Value thr = b.mul(mx, b.constant(rcond, mx.type));
+    Value big = b.compare(diag, from_batch(b, thr, diag.shape()), CompareDirection::kGT);
+    outs.push_back(coerce(b, sum_dim(b, b.convert(big, ElementType::kS64), r - 2), rank_t));
+  } else {
+    outs.push_back(zeros(b, rank_t));
+  }
+  // singular values (gelsd / gelss)
+  const TensorType& sv_t = ctx.out_type(3);
+  if (sv_t.numel() > 0) {
+    Value xa = m < n ? transpose_last2(b, A) : A;
+    outs.push_back(coerce(b, jacobi_svd(b, xa).s, sv_t));
+  } else {
+    outs.push_back(zeros(b, sv_t));
+  }
+  return outs;
+}
+
 TORCHTPU_LOWERING("aten::linalg_solve_triangular", lower_linalg_solve_triangular);
 TORCHTPU_LOWERING("aten::triangular_solve", lower_triangular_solve);
 TORCHTPU_LOWERING("aten::linalg_cholesky_ex", lower_linalg_cholesky_ex);
@@ -1058,6 +1141,7 @@ TORCHTPU_LOWERING("aten::linalg_qr", lower_linalg_qr);
 TORCHTPU_LOWERING("aten::linalg_matrix_exp", lower_matrix_exp);
 TORCHTPU_LOWERING("aten::_linalg_svd", lower_linalg_svd);
 TORCHTPU_LOWERING("aten::_linalg_eigh", lower_linalg_eigh);
+TORCHTPU_LOWERING("aten::linalg_lstsq", lower_linalg_lstsq);
 
 }  // namespace
 }  // namespace torchtpu::lowering

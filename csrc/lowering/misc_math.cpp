@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -444,7 +446,37 @@ std::tuple<at::Tensor, at::Tensor> geqrf_meta(const at::Tensor& self) {
   return {at::empty_like(self, opts), at::empty(tau_shape, opts)};
 }
 
+// aten::linalg_lstsq (lowered in linalg_decomp.cpp) has no meta kernel: the shapes CPU
+// returns for full-rank inputs (driver gelsy by default; residuals for m > n except gelsy;
+// rank except gels; singular values for gelsd/gelss).
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> lstsq_meta(
+    const at::Tensor& self, const at::Tensor& b, std::optional<double> rcond,
+    std::optional<c10::string_view> driver) {
+  (void)rcond;
+  bool vector = b.dim() == self.dim() - 1 && b.sizes() == self.sizes().slice(0, self.dim() - 1);
+  TORCH_CHECK_NOT_IMPLEMENTED(self.dim() >= 2 && b.dim() >= 2 && !vector,
+                              "torchtpu: linalg_lstsq meta: matrix right-hand sides only");
+  std::string drv = driver ? std::string(*driver) : "gelsy";
+  int64_t m = self.size(-2), n = self.size(-1), k = b.size(-1);
+  std::vector<int64_t> batch =
+      at::infer_size(self.sizes().slice(0, self.dim() - 2), b.sizes().slice(0, b.dim() - 2));
+  auto opts = self.options().device(c10::kMeta);
+  auto with = [&](std::vector<int64_t> tail) {
+    std::vector<int64_t> s = batch;
+    s.insert(s.end(), tail.begin(), tail.end());
+    return s;
+  };
+  at::Tensor sol = at::empty(with({n, k}), opts);
+  at::Tensor res = (m > n && drv != "gelsy") ? at::empty(with({k}), opts) : at::empty({0}, opts);
+  at::Tensor rank = drv != "gels" ? at::empty(with({}), opts.dtype(at::kLong))
+                                  : at::empty({0}, opts.dtype(at::kLong));
+  at::Tensor sv = (drv == "gelsd" || drv == "gelss") ? at::empty(with({std::min(m, n)}), opts)
+                                                     : at::empty({0}, opts);
+  return {sol, res, rank, sv};
+}
+
 TORCH_LIBRARY_IMPL(aten, Meta, m) {
+  m.impl("linalg_lstsq", TORCH_FN(lstsq_meta));
   m.impl("_logcumsumexp", TORCH_FN(logcumsumexp_meta));
   m.impl("geqrf", TORCH_FN(geqrf_meta));
 }

@@ -202,3 +202,17 @@ def test_eigh(uplo):
     S = S + S.mT
     _check(lambda t: torch.linalg.eigvalsh(t), S)
     _check(lambda t: torch.linalg.pinv(t, hermitian=True), S, grad=False)
+
+
+@pytest.mark.parametrize("shapes", [((4, 3), (4, 2)), ((3, 3), (3, 2)), ((2, 3), (2, 3)),
+                                    ((2, 5, 3), (2, 5, 2))])
+@pytest.mark.parametrize("driver", ["gels", "gelsy", "gelsd", "gelss"])
+def test_lstsq(shapes, driver):
+    g = torch.Generator().manual_seed(8)
+    A, B = torch.randn(*shapes[0], generator=g), torch.randn(*shapes[1], generator=g)
+    out = torch.linalg.lstsq(A.to(DEV), B.to(DEV), driver=driver)
+    ref = torch.linalg.lstsq(A, B, driver=driver)
+    for a, e in zip(out, ref):
+        assert a.shape == e.shape
+        torch.testing.assert_close(a.cpu(), e, **TOL)
+    _check(lambda a, b: torch.linalg.lstsq(a, b, driver=driver).solution, A, B)
