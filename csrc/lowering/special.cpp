@@ -9,6 +9,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -550,6 +551,15 @@ Value legendre(FunctionBuilder& b, Value x, Value n_in) {
 
 LoweringFn poly(std::function<Value(FunctionBuilder&, Value, Value)> f) { return binary(f); }
 
+// The Tensor-Tensor polynomial lowering serves the x_scalar and n_scalar overloads too
+// (compiled graphs keep them; operands are read as Tensor or Scalar alike).
+struct PolyRegistrar {
+  PolyRegistrar(const std::string& name, const LoweringFn& fn) {
+    for (const char* ov : {"", ".x_scalar", ".n_scalar"})
+      register_lowering("aten::" + name + ov, fn);
+  }
+};
+
 TORCHTPU_LOWERING("aten::digamma", unary(digamma));
 TORCHTPU_LOWERING("aten::special_digamma", unary(digamma));
 TORCHTPU_LOWERING("aten::special_psi", unary(digamma));
@@ -578,48 +588,48 @@ TORCHTPU_LOWERING("aten::special_entr", unary(entr));
 TORCHTPU_LOWERING("aten::heaviside", lower_heaviside);
 TORCHTPU_LOWERING("aten::nextafter", lower_nextafter);
 
-TORCHTPU_LOWERING("aten::special_chebyshev_polynomial_t",
-                  poly([](FunctionBuilder& b, Value x, Value n) {
-                    return chebyshev(b, x, n, 't', false);
-                  }));
-TORCHTPU_LOWERING("aten::special_shifted_chebyshev_polynomial_t",
-                  poly([](FunctionBuilder& b, Value x, Value n) {
-                    return chebyshev(b, x, n, 't', true);
-                  }));
-TORCHTPU_LOWERING("aten::special_chebyshev_polynomial_u",
-                  poly([](FunctionBuilder& b, Value x, Value n) {
-                    return chebyshev(b, x, n, 'u', false);
-                  }));
-TORCHTPU_LOWERING("aten::special_shifted_chebyshev_polynomial_u",
-                  poly([](FunctionBuilder& b, Value x, Value n) {
-                    return chebyshev(b, x, n, 'u', true);
-                  }));
-TORCHTPU_LOWERING("aten::special_chebyshev_polynomial_v",
-                  poly([](FunctionBuilder& b, Value x, Value n) {
-                    return chebyshev(b, x, n, 'v', false);
-                  }));
-TORCHTPU_LOWERING("aten::special_shifted_chebyshev_polynomial_v",
-                  poly([](FunctionBuilder& b, Value x, Value n) {
-                    return chebyshev(b, x, n, 'v', true);
-                  }));
-TORCHTPU_LOWERING("aten::special_chebyshev_polynomial_w",
-                  poly([](FunctionBuilder& b, Value x, Value n) {
-                    return chebyshev(b, x, n, 'w', false);
-                  }));
-TORCHTPU_LOWERING("aten::special_shifted_chebyshev_polynomial_w",
-                  poly([](FunctionBuilder& b, Value x, Value n) {
-                    return chebyshev(b, x, n, 'w', true);
-                  }));
-TORCHTPU_LOWERING("aten::special_hermite_polynomial_h",
-                  poly([](FunctionBuilder& b, Value x, Value n) {
-                    return hermite(b, x, n, true);
-                  }));
-TORCHTPU_LOWERING("aten::special_hermite_polynomial_he",
-                  poly([](FunctionBuilder& b, Value x, Value n) {
-                    return hermite(b, x, n, false);
-                  }));
-TORCHTPU_LOWERING("aten::special_laguerre_polynomial_l", poly(laguerre));
-TORCHTPU_LOWERING("aten::special_legendre_polynomial_p", poly(legendre));
+static const PolyRegistrar kPoly1("special_chebyshev_polynomial_t",
+                                  poly([](FunctionBuilder& b, Value x, Value n) {
+                                    return chebyshev(b, x, n, 't', false);
+                                  }));
+static const PolyRegistrar kPoly2("special_shifted_chebyshev_polynomial_t",
+                                  poly([](FunctionBuilder& b, Value x, Value n) {
+                                    return chebyshev(b, x, n, 't', true);
+                                  }));
+static const PolyRegistrar kPoly3("special_chebyshev_polynomial_u",
+                                  poly([](FunctionBuilder& b, Value x, Value n) {
+                                    return chebyshev(b, x, n, 'u', false);
+                                  }));
+static const PolyRegistrar kPoly4("special_shifted_chebyshev_polynomial_u",
+                                  poly([](FunctionBuilder& b, Value x, Value n) {
+                                    return chebyshev(b, x, n, 'u', true);
+                                  }));
+static const PolyRegistrar kPoly5("special_chebyshev_polynomial_v",
+                                  poly([](FunctionBuilder& b, Value x, Value n) {
+                                    return chebyshev(b, x, n, 'v', false);
+                                  }));
+static const PolyRegistrar kPoly6("special_shifted_chebyshev_polynomial_v",
+                                  poly([](FunctionBuilder& b, Value x, Value n) {
+                                    return chebyshev(b, x, n, 'v', true);
+                                  }));
+static const PolyRegistrar kPoly7("special_chebyshev_polynomial_w",
+                                  poly([](FunctionBuilder& b, Value x, Value n) {
+                                    return chebyshev(b, x, n, 'w', false);
+                                  }));
+static const PolyRegistrar kPoly8("special_shifted_chebyshev_polynomial_w",
+                                  poly([](FunctionBuilder& b, Value x, Value n) {
+                                    return chebyshev(b, x, n, 'w', true);
+                                  }));
+static const PolyRegistrar kPoly9("special_hermite_polynomial_h",
+                                  poly([](FunctionBuilder& b, Value x, Value n) {
+                                    return hermite(b, x, n, true);
+                                  }));
+static const PolyRegistrar kPoly10("special_hermite_polynomial_he",
+                                   poly([](FunctionBuilder& b, Value x, Value n) {
+                                     return hermite(b, x, n, false);
+                                   }));
+static const PolyRegistrar kPoly11("special_laguerre_polynomial_l", poly(laguerre));
+static const PolyRegistrar kPoly12("special_legendre_polynomial_p", poly(legendre));
 
 }  // namespace
 }  // namespace torchtpu::lowering

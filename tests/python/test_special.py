@@ -144,3 +144,22 @@ def test_bessel_airy(name):
                                  104.0, 1e3, float("inf"), -float("inf"), float("nan")])])
     out = fn(x.to(DEV)).cpu()
     torch.testing.assert_close(out, fn(x), rtol=RTOL, atol=ATOL, equal_nan=True)
+
+
+def test_compiled_graph_uses_the_same_lowerings():
+    # while-loop lowerings (zeta, polynomial recurrences, Jacobi SVD, LU) inside one compiled
+    # graph, including a polynomial's n_scalar overload that only compiled graphs keep
+    from torchtpu import _dynamo as tpu_dynamo
+
+    def f(x):
+        return (torch.special.zeta(x.abs() + 1.5, x.abs() + 1).sum() + torch.lgamma(x).sum()
+                + torch.special.chebyshev_polynomial_t(x, 3.0).sum()
+                + torch.special.bessel_j0(x).sum() + torch.linalg.svdvals(x).sum()
+                + torch.linalg.inv_ex(x @ x.mT + torch.eye(4, device=x.device)).inverse.sum())
+
+    x = torch.randn(4, 4, generator=torch.Generator().manual_seed(9))
+    before = set(tpu_dynamo.graph_metrics())
+    out = torch.compile(f, backend="tpu")(x.to(DEV)).cpu()
+    torch.testing.assert_close(out, f(x), rtol=RTOL, atol=1e-4)
+    new = {k: v for k, v in tpu_dynamo.graph_metrics().items() if k not in before}
+    assert new and all("eager_reason" not in g for g in new.values()), new
