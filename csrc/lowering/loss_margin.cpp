@@ -234,7 +234,8 @@ at::Tensor multi_margin_loss_meta(const at::Tensor& self, const at::Tensor& targ
                                   const std::optional<at::Tensor>& weight, int64_t reduction) {
   (void)p, (void)margin, (void)weight;
   auto opts = self.options().device(c10::kMeta);
-  if (reduction == kNone && target.dim() > 0) return at::empty({self.size(0)}, opts);
+  if (reduction == kNone && target.dim() > 0)
+    return at::empty({self.dim() <= 1 ? 1 : self.size(0)}, opts);
   return at::empty({}, opts);
 }
 

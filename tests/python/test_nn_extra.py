@@ -50,6 +50,12 @@ def test_multi_margin_loss(reduction, p, weighted, batched):
 
 
 @pytest.mark.parametrize("reduction", REDUCTIONS)
+def test_multi_margin_loss_unbatched_1d_target(reduction):
+    _check(lambda a, tt: F.multi_margin_loss(a, tt, reduction=reduction),
+           [torch.randn(5), torch.tensor([3])])
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS)
 @pytest.mark.parametrize("batched", [False, True])
 def test_multilabel_margin_loss(reduction, batched):
     torch.manual_seed(0)
