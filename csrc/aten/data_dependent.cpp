@@ -33,6 +33,8 @@ TORCH_LIBRARY_FRAGMENT(torchtpu, m) {
       "unique_dim_static(Tensor self, int dim, int size, bool consecutive) -> "
       "(Tensor, Tensor, Tensor)");
   m.def("all_equal(Tensor self, Tensor other) -> Tensor");
+  m.def("repeat_interleave_count(Tensor repeats) -> Tensor");
+  m.def("repeat_interleave_static(Tensor repeats, int size) -> Tensor");
 }
 
 Tensor3 unique_dim_static_meta(const at::Tensor& self, int64_t dim, int64_t size, bool) {
@@ -67,11 +69,18 @@ TORCH_LIBRARY_IMPL(torchtpu, Meta, m) {
   m.impl("all_equal", [](const at::Tensor& self, const at::Tensor&) {
     return at::empty({}, self.options().dtype(at::kBool));
   });
+  m.impl("repeat_interleave_count", [](const at::Tensor& repeats) {
+    return at::empty({}, repeats.options().dtype(at::kLong));
+  });
+  m.impl("repeat_interleave_static", [](const at::Tensor& repeats, int64_t size) {
+    return at::empty({size}, repeats.options());
+  });
 }
 
 TORCH_LIBRARY_IMPL(torchtpu, PrivateUse1, m) {
-  for (const char* name : {"masked_select_static", "unique_count", "unique_static",
-                           "unique_dim_count", "unique_dim_static", "all_equal"}) {
+  for (const char* name :
+       {"masked_select_static", "unique_count", "unique_static", "unique_dim_count",
+        "unique_dim_static", "all_equal", "repeat_interleave_count", "repeat_interleave_static"}) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());
   }
 }
@@ -188,7 +197,30 @@ bool equal_kernel(const at::Tensor& self, const at::Tensor& other) {
   return op.call(self, other).item<bool>();
 }
 
+// repeat_interleave(repeats, *, output_size): the indices each repeated `repeats[i]` times. A
+// given output_size needs no sync; otherwise the count program sums the repeats (-1 flags a
+// negative one, the CPU's error).
+at::Tensor repeat_interleave_kernel(const at::Tensor& repeats,
+                                    std::optional<c10::SymInt> output_size) {
+  TORCH_CHECK(repeats.dim() == 1, "repeat_interleave only accept 1D vector as repeat");
+  TORCH_CHECK(repeats.scalar_type() == at::kLong || repeats.scalar_type() == at::kInt,
+              "repeats has to be Long or Int tensor");
+  int64_t n;
+  if (output_size) {
+    n = output_size->guard_int(__FILE__, __LINE__);
+  } else {
+    static auto count =
+        torchtpu_op("torchtpu::repeat_interleave_count").typed<at::Tensor(const at::Tensor&)>();
+    n = read_count(count.call(repeats));
+    TORCH_CHECK(n >= 0, "repeats can not be negative");
+  }
+  static auto run = torchtpu_op("torchtpu::repeat_interleave_static")
+                        .typed<at::Tensor(const at::Tensor&, int64_t)>();
+  return run.call(repeats, n);
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("repeat_interleave.Tensor", repeat_interleave_kernel);
   m.impl("nonzero", nonzero_kernel);
   m.impl("nonzero.out", nonzero_out_kernel);
   m.impl("masked_select", masked_select_kernel);

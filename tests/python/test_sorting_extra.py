@@ -1,0 +1,218 @@
+"""median, nanmedian, mode, searchsorted, bucketize, isin and repeat_interleave on tpu against CPU
+PyTorch (exact), with gradients where PyTorch has them, and without CPU fallback."""
+
+import pytest
+import torch
+
+import torchtpu
+
+NAN = float("nan")
+DTYPES = [torch.float32, torch.bfloat16, torch.int64]
+
+
+def _fallbacks():
+    return dict(torchtpu.metrics()["cpu_fallbacks_by_op"])
+
+
+@pytest.fixture(autouse=True)
+def no_fallback():
+    before = _fallbacks()
+    yield
+    after = _fallbacks()
+    assert after == before, {k: v for k, v in after.items() if before.get(k) != v}
+
+
+def _same(tpu_result, cpu_result):
+    if isinstance(cpu_result, (tuple, list)):
+        assert len(tpu_result) == len(cpu_result)
+        for a, b in zip(tpu_result, cpu_result):
+            _same(a, b)
+        return
+    assert tpu_result.device.type == "tpu"
+    torch.testing.assert_close(tpu_result.cpu(), cpu_result, equal_nan=True, rtol=0, atol=0)
+
+
+def _distinct(dtype, shape, seed=0):
+    """Distinct values (so the indices of order statistics are unambiguous)."""
+    g = torch.Generator().manual_seed(seed)
+    n = 1
+    for s in shape:
+        n *= s
+    return (torch.randperm(n, generator=g) - n // 2).reshape(shape).to(dtype)
+
+
+def _tpu(x):
+    return x.to("tpu")
+
+
+# ---- median / nanmedian ----
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("op", [torch.median, torch.nanmedian])
+def test_median_matches_cpu(dtype, op):
+    for shape in [(7,), (4, 6), (3, 4, 5)]:
+        x = _distinct(dtype, shape)
+        _same(op(_tpu(x)), op(x))
+        for dim in range(-len(shape), len(shape)):
+            for keepdim in (False, True):
+                _same(op(_tpu(x), dim, keepdim), op(x, dim, keepdim))
+    _same(op(_tpu(torch.tensor(3, dtype=dtype)), 0), op(torch.tensor(3, dtype=dtype), 0))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("op", [torch.median, torch.nanmedian])
+def test_median_nan(dtype, op):
+    x = _distinct(torch.float32, (5, 7))
+    x[1, 3] = NAN
+    x[3, 2] = NAN
+    x[3, 5] = NAN
+    x[4, 0] = NAN
+    x[4, 6] = NAN
+    x = x.to(dtype)
+    _same(op(_tpu(x)), op(x))
+    _same(op(_tpu(x), 1), op(x, 1))
+    _same(op(_tpu(x), 0), op(x, 0))
+    # all-NaN slices: the value (NaN) matches; the CPU's index there is an nth_element artifact
+    y = torch.full((2, 3), NAN, dtype=dtype)
+    _same(op(_tpu(y), 1).values, op(y, 1).values)
+    _same(op(_tpu(y)), op(y))
+
+
+def test_median_ties_index_points_at_value():
+    x = torch.tensor([[1.0, 2.0, 2.0, 3.0, 2.0], [0.0, -0.0, 0.0, 5.0, -1.0]])
+    v, i = torch.median(_tpu(x), 1)
+    _same(v, torch.median(x, 1).values)
+    _same(_tpu(x).gather(1, i.unsqueeze(1)).squeeze(1), v.cpu())
+
+
+@pytest.mark.parametrize("op", [torch.median, torch.nanmedian])
+def test_median_grad(op):
+    x = _distinct(torch.float32, (4, 5)) / 3
+    for args in [(), (1,), (0, True)]:
+        a = x.clone().requires_grad_()
+        b = _tpu(x).requires_grad_()
+        ra, rb = op(a, *args), op(b, *args)
+        ra = ra if isinstance(ra, torch.Tensor) else ra.values
+        rb = rb if isinstance(rb, torch.Tensor) else rb.values
+        w = torch.arange(ra.numel(), dtype=torch.float32).reshape(ra.shape) + 1
+        (ra * w).sum().backward()
+        (rb * _tpu(w)).sum().backward()
+        _same(b.grad, a.grad)
+
+
+# ---- mode ----
+
+@pytest.mark.parametrize("dtype", DTYPES + [torch.bool])
+def test_mode_matches_cpu(dtype):
+    # Slices of at most 16 elements, where the CPU's sort is stable (its index convention:
+    # the last occurrence of the smallest most-frequent value).
+    g = torch.Generator().manual_seed(1)
+    x = torch.randint(-2, 3, (5, 12), generator=g).to(dtype)
+    for dim in (0, 1, -1):
+        for keepdim in (False, True):
+            _same(torch.mode(_tpu(x), dim, keepdim), torch.mode(x, dim, keepdim))
+    _same(torch.mode(_tpu(x[0, :1])), torch.mode(x[0, :1]))
+    _same(torch.mode(_tpu(torch.tensor(2, dtype=dtype))), torch.mode(torch.tensor(2, dtype=dtype)))
+
+
+def test_mode_grad():
+    x = torch.tensor([[1.0, 2.0, 2.0, 3.0], [4.0, 4.0, 1.0, 1.0]])
+    a = x.clone().requires_grad_()
+    b = _tpu(x).requires_grad_()
+    torch.mode(a, 1).values.sum().backward()
+    torch.mode(b, 1).values.sum().backward()
+    _same(b.grad, a.grad)
+
+
+# ---- searchsorted / bucketize ----
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("right", [False, True])
+def test_searchsorted_matches_cpu(dtype, right):
+    g = torch.Generator().manual_seed(2)
+    seq = torch.randint(-5, 5, (3, 9), generator=g).sort(1).values.to(dtype)
+    vals = torch.randint(-6, 6, (3, 4), generator=g).to(dtype)
+    _same(torch.searchsorted(_tpu(seq), _tpu(vals), right=right),
+          torch.searchsorted(seq, vals, right=right))
+    _same(torch.searchsorted(_tpu(seq[0]), _tpu(vals), out_int32=True, right=right),
+          torch.searchsorted(seq[0], vals, out_int32=True, right=right))
+    side = "right" if right else "left"
+    _same(torch.searchsorted(_tpu(seq[1]), 2, side=side), torch.searchsorted(seq[1], 2, side=side))
+    shuffled = torch.randint(-5, 5, (3, 9), generator=g).to(dtype)
+    sorter = shuffled.argsort(dim=1, stable=True)
+    _same(torch.searchsorted(_tpu(shuffled), _tpu(vals), right=right, sorter=_tpu(sorter)),
+          torch.searchsorted(shuffled, vals, right=right, sorter=sorter))
+    _same(torch.bucketize(_tpu(vals), _tpu(seq[2]), right=right),
+          torch.bucketize(vals, seq[2], right=right))
+    _same(torch.bucketize(3, _tpu(seq[2]), right=right, out_int32=True),
+          torch.bucketize(3, seq[2], right=right, out_int32=True))
+
+
+def test_searchsorted_nan():
+    seq = torch.tensor([1.0, 2.0, 3.0, NAN, NAN])
+    vals = torch.tensor([0.5, 2.0, 2.5, NAN, 9.0])
+    for right in (False, True):
+        _same(torch.searchsorted(_tpu(seq), _tpu(vals), right=right),
+              torch.searchsorted(seq, vals, right=right))
+        _same(torch.bucketize(_tpu(vals), _tpu(seq), right=right),
+              torch.bucketize(vals, seq, right=right))
+
+
+# ---- isin ----
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("invert", [False, True])
+def test_isin_matches_cpu(dtype, invert):
+    g = torch.Generator().manual_seed(3)
+    x = torch.randint(-4, 4, (3, 5), generator=g).to(dtype)
+    t = torch.tensor([-2, 0, 3, 3]).to(dtype)
+    _same(torch.isin(_tpu(x), _tpu(t), invert=invert), torch.isin(x, t, invert=invert))
+    _same(torch.isin(_tpu(x), 1, invert=invert), torch.isin(x, 1, invert=invert))
+    _same(torch.isin(2, _tpu(t), invert=invert), torch.isin(2, t, invert=invert))
+    _same(torch.isin(_tpu(x), _tpu(t[:0]), invert=invert), torch.isin(x, t[:0], invert=invert))
+    out = torch.empty(3, 5, dtype=torch.bool, device="tpu")
+    torch.isin(_tpu(x), _tpu(t), invert=invert, out=out)
+    _same(out, torch.isin(x, t, invert=invert))
+
+
+def test_isin_nan_and_signed_zero():
+    x = torch.tensor([NAN, 0.0, -0.0, 1.0])
+    t = torch.tensor([NAN, -0.0])
+    _same(torch.isin(_tpu(x), _tpu(t)), torch.isin(x, t))
+
+
+# ---- repeat_interleave ----
+
+@pytest.mark.parametrize("rdtype", [torch.int64, torch.int32])
+def test_repeat_interleave_matches_cpu(rdtype):
+    r = torch.tensor([2, 0, 3, 1, 0], dtype=rdtype)
+    _same(torch.repeat_interleave(_tpu(r)), torch.repeat_interleave(r))
+    _same(torch.repeat_interleave(_tpu(r), output_size=6), torch.repeat_interleave(r))
+    for dtype in DTYPES:
+        x = _distinct(dtype, (5, 3))
+        _same(_tpu(x).repeat_interleave(_tpu(r), dim=0), x.repeat_interleave(r, dim=0))
+        _same(_tpu(x).repeat_interleave(_tpu(r[:3]), dim=1), x.repeat_interleave(r[:3], dim=1))
+    _same(torch.repeat_interleave(_tpu(r[:0])), torch.repeat_interleave(r[:0]))
+
+
+def test_repeat_interleave_output_size_needs_no_sync_and_negative_raises():
+    r = _tpu(torch.tensor([1, 2]))
+    syncs = torchtpu.metrics()["host_syncs"]
+    out = torch.repeat_interleave(r, output_size=3)
+    assert torchtpu.metrics()["host_syncs"] == syncs
+    torch.repeat_interleave(r)
+    assert torchtpu.metrics()["host_syncs"] == syncs + 1
+    _same(out, torch.tensor([0, 1, 1]))
+    with pytest.raises(RuntimeError, match="negative"):
+        torch.repeat_interleave(_tpu(torch.tensor([1, -1])))
+
+
+def test_repeat_interleave_grad():
+    x = _distinct(torch.float32, (4, 2))
+    r = torch.tensor([1, 3, 0, 2])
+    a = x.clone().requires_grad_()
+    b = _tpu(x).requires_grad_()
+    w = torch.arange(12, dtype=torch.float32).reshape(6, 2)
+    (a.repeat_interleave(r, dim=0) * w).sum().backward()
+    (b.repeat_interleave(_tpu(r), dim=0) * _tpu(w)).sum().backward()
+    _same(b.grad, a.grad)
