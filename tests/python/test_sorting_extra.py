@@ -216,3 +216,57 @@ def test_repeat_interleave_grad():
     (a.repeat_interleave(r, dim=0) * w).sum().backward()
     (b.repeat_interleave(_tpu(r), dim=0) * _tpu(w)).sum().backward()
     _same(b.grad, a.grad)
+
+
+# ---- histogram / histogramdd ----
+
+def _close(tpu_result, cpu_result):
+    if isinstance(cpu_result, (tuple, list)):
+        for a, b in zip(tpu_result, cpu_result):
+            _close(a, b)
+        return
+    assert tpu_result.device.type == "tpu"
+    torch.testing.assert_close(tpu_result.cpu(), cpu_result, equal_nan=True)
+
+
+@pytest.mark.parametrize("density", [False, True])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_histogram_matches_cpu(density, weighted):
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(60, generator=g)
+    x[3] = NAN
+    x[5] = 10.0
+    w = torch.rand(60, generator=g) if weighted else None
+    wt = _tpu(w) if weighted else None
+    kw = dict(density=density)
+    _close(torch.histogram(_tpu(x[x == x]), 7, weight=None if w is None else _tpu(w[x == x]), **kw),
+           torch.histogram(x[x == x], 7, weight=None if w is None else w[x == x], **kw))
+    _close(torch.histogram(_tpu(x), 5, range=(-1.0, 1.0), weight=wt, **kw),
+           torch.histogram(x, 5, range=(-1.0, 1.0), weight=w, **kw))
+    edges = torch.tensor([-2.0, -0.5, 0.0, 0.1, 3.0])
+    _close(torch.histogram(_tpu(x), _tpu(edges), weight=wt, **kw),
+           torch.histogram(x, edges, weight=w, **kw))
+    _close(torch.histogram(_tpu(torch.full((5,), 2.0)), 4), torch.histogram(torch.full((5,), 2.0), 4))
+
+
+def test_histogram_non_finite_range_raises():
+    with pytest.raises(RuntimeError, match="not finite"):
+        torch.histogram(_tpu(torch.tensor([1.0, float("inf")])), 3)
+
+
+@pytest.mark.parametrize("density", [False, True])
+def test_histogramdd_matches_cpu(density):
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(40, 3, generator=g)
+    w = torch.rand(40, generator=g)
+    _close(torch.histogramdd(_tpu(x), [3, 4, 2], density=density),
+           torch.histogramdd(x, [3, 4, 2], density=density))
+    _close(torch.histogramdd(_tpu(x), [3, 4, 2], weight=_tpu(w), density=density),
+           torch.histogramdd(x, [3, 4, 2], weight=w, density=density))
+    rng = [-1.0, 1.0, -2.0, 2.0, 0.0, 1.0]
+    _close(torch.histogramdd(_tpu(x), [2, 2, 5], range=rng, density=density),
+           torch.histogramdd(x, [2, 2, 5], range=rng, density=density))
+    bins = [torch.tensor([-1.0, 0.0, 1.0]), torch.tensor([-3.0, 0.5, 3.0]),
+            torch.tensor([-2.0, -1.0, 0.0, 2.0])]
+    _close(torch.histogramdd(_tpu(x), [_tpu(b) for b in bins], density=density),
+           torch.histogramdd(x, bins, density=density))

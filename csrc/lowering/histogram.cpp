@@ -1,0 +1,78 @@
+// torchtpu::histogram_from_edges: the static program behind torch.histogram and
+// torch.histogramdd (their kernels, which pick the bin edges, are in aten/histogram.cpp).
+#include "lowering/lowering.h"
+
+namespace torchtpu::lowering {
+namespace {
+
+using shlo::CompareDirection;
+
+// histogram_from_edges(self (M, D), edges[D], weight (M)?, density) -> hist (n_0, ..., n_D-1)
+// with n_d = edges[d].numel() - 1. As on the CPU: an element lands in the bin whose left edge
+// is the last edge <= it (std::upper_bound - 1); the rightmost bin also takes its right edge;
+// elements outside [first, last] edge in any dimension (and NaN) are dropped.
+std::vector<Value> lower_histogram_from_edges(LoweringContext& ctx) {
+  auto& b = ctx.b;
+  Value x = ctx.tensor(0);
+  std::vector<Value> edges = ctx.tensor_list(1);
+  const TensorType& out = ctx.out_type();
+  int64_t m = x.shape()[0];
+  int64_t p = out.numel();
+  if (p == 0) return {b.constant(0, out)};
+  if (m == 0) return {b.constant(0, out)};
+  ElementType t = x.dtype();
+  TensorType pred_m(ElementType::kPred, {m});
+  TensorType s64_m(ElementType::kS64, {m});
+  Value valid = b.constant(1, pred_m);
+  Value flat = b.constant_int(0, s64_m);
+  for (size_t d = 0; d < edges.size(); ++d) {
+    Value e = b.convert(edges[d], t);
+    int64_t ne = e.type.numel();
+    int64_t nb = ne - 1;
+    Value col = b.reshape(
+        b.slice(x, {0, static_cast<int64_t>(d)}, {m, static_cast<int64_t>(d) + 1}, {1, 1}), {m});
+    Value lo = b.broadcast_to(b.reshape(b.slice(e, {0}, {1}, {1}), {}), {m});
+    Value hi = b.broadcast_to(b.reshape(b.slice(e, {ne - 1}, {ne}, {1}), {}), {m});
+    Value in = b.binary("stablehlo.and", b.compare(col, lo, CompareDirection::kGE),
+                        b.compare(col, hi, CompareDirection::kLE));
+    valid = b.binary("stablehlo.and", valid, in);
+    std::vector<int64_t> shape{m, ne};
+    Value le = b.compare(b.broadcast_in_dim(e, shape, {1}), b.broadcast_in_dim(col, shape, {0}),
+                         CompareDirection::kLE);
+    Value pos = b.sub(
+        b.reduce_simple(b.convert(le, ElementType::kS64),
+                        b.constant_int(0, TensorType(ElementType::kS64, {})), {1}, "stablehlo.add"),
+        b.constant_int(1, s64_m));
+    pos = b.clamp(b.constant_int(0, s64_m), pos, b.constant_int(nb - 1, s64_m));
+    flat = b.add(b.mul(flat, b.constant_int(nb, s64_m)), pos);
+  }
+  Value w = ctx.is_none(2) ? b.constant(1, TensorType(t, {m}))
+                           : b.reshape(b.convert(ctx.tensor(2), t), {m});
+  std::vector<int64_t> shape{m, p};
+  Value hit =
+      b.binary("stablehlo.and", b.broadcast_in_dim(valid, shape, {0}),
+               b.compare(b.broadcast_in_dim(flat, shape, {0}),
+                         b.iota(TensorType(ElementType::kS64, shape), 1), CompareDirection::kEQ));
+  Value contrib =
+      b.select(hit, b.broadcast_in_dim(w, shape, {0}), b.constant(0, TensorType(t, shape)));
+  Value hist = b.reduce_simple(contrib, b.constant(0, TensorType(t, {})), {0}, "stablehlo.add");
+  hist = b.reshape(hist, out.shape);
+  if (ctx.bool_arg(3)) {  // density: / total, then / each dimension's bin widths
+    std::vector<int64_t> all;
+    for (int64_t i = 0; i < hist.rank(); ++i) all.push_back(i);
+    Value total = b.reduce_simple(hist, b.constant(0, TensorType(t, {})), all, "stablehlo.add");
+    hist = b.div(hist, b.broadcast_to(total, out.shape));
+    for (size_t d = 0; d < edges.size(); ++d) {
+      Value e = b.convert(edges[d], t);
+      int64_t ne = e.type.numel();
+      Value width = b.sub(b.slice(e, {1}, {ne}, {1}), b.slice(e, {0}, {ne - 1}, {1}));
+      hist = b.div(hist, b.broadcast_in_dim(width, out.shape, {static_cast<int64_t>(d)}));
+    }
+  }
+  return {coerce(b, hist, out)};
+}
+
+TORCHTPU_LOWERING("torchtpu::histogram_from_edges", lower_histogram_from_edges);
+
+}  // namespace
+}  // namespace torchtpu::lowering
