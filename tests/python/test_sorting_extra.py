@@ -270,3 +270,30 @@ def test_histogramdd_matches_cpu(density):
             torch.tensor([-2.0, -1.0, 0.0, 2.0])]
     _close(torch.histogramdd(_tpu(x), [_tpu(b) for b in bins], density=density),
            torch.histogramdd(x, bins, density=density))
+
+
+# ---- multinomial ----
+
+def test_multinomial_distribution_and_generator():
+    p = torch.tensor([[0.1, 0.0, 0.6, 0.3], [1.0, 1.0, 0.0, 2.0]])
+    torch.manual_seed(0)
+    s = torch.multinomial(_tpu(p), 20000, replacement=True)
+    assert s.device.type == "tpu" and s.dtype == torch.int64 and s.shape == (2, 20000)
+    s = s.cpu()
+    for i in range(2):
+        freq = torch.bincount(s[i], minlength=4).float() / 20000
+        torch.testing.assert_close(freq, p[i] / p[i].sum(), atol=0.02, rtol=0)
+    # without replacement: distinct categories, zero-probability ones only once the rest are used
+    for _ in range(5):
+        t = torch.multinomial(_tpu(p), 3).cpu()
+        for i in range(2):
+            assert len(set(t[i].tolist())) == 3
+        assert 2 not in t[1].tolist() and 1 not in t[0].tolist()
+    first = torch.zeros(4)
+    for _ in range(200):
+        first[torch.multinomial(_tpu(p[0]), 2)[0].item()] += 1
+    torch.testing.assert_close(first / 200, p[0], atol=0.1, rtol=0)
+    a = torch.multinomial(_tpu(p), 2, generator=torch.Generator("tpu").manual_seed(3))
+    b = torch.multinomial(_tpu(p), 2, generator=torch.Generator("tpu").manual_seed(3))
+    _same(a, b.cpu())
+    assert torch.multinomial(_tpu(p[1]).bfloat16(), 4).shape == (4,)
