@@ -167,7 +167,34 @@ at::Tensor histogramdd_from_bin_tensors(const at::Tensor& self, at::TensorList b
   return from_edges(self, bins, weight, density);
 }
 
+void write_back(const at::Tensor& r, at::Tensor& out) {
+  out.resize_(r.sizes());
+  out.copy_(r);
+}
+
+std::tuple<at::Tensor&, at::Tensor&> histogram_bins_tensor_out(
+    const at::Tensor& self, const at::Tensor& bins, const std::optional<at::Tensor>& weight,
+    bool density, at::Tensor& hist, at::Tensor& bin_edges) {
+  auto [h, e] = histogram_bins_tensor(self, bins, weight, density);
+  write_back(h, hist);
+  write_back(e, bin_edges);
+  return {hist, bin_edges};
+}
+
+std::tuple<at::Tensor&, at::Tensor&> histogram_bin_ct_out(const at::Tensor& self, int64_t bins,
+                                                          std::optional<at::ArrayRef<double>> range,
+                                                          const std::optional<at::Tensor>& weight,
+                                                          bool density, at::Tensor& hist,
+                                                          at::Tensor& bin_edges) {
+  auto [h, e] = histogram_bin_ct(self, bins, range, weight, density);
+  write_back(h, hist);
+  write_back(e, bin_edges);
+  return {hist, bin_edges};
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("histogram.bins_tensor_out", histogram_bins_tensor_out);
+  m.impl("histogram.bin_ct_out", histogram_bin_ct_out);
   m.impl("histogram.bins_tensor", histogram_bins_tensor);
   m.impl("histogram.bin_ct", histogram_bin_ct);
   m.impl("_histogramdd_bin_edges", histogramdd_bin_edges);

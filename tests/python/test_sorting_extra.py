@@ -297,3 +297,31 @@ def test_multinomial_distribution_and_generator():
     b = torch.multinomial(_tpu(p), 2, generator=torch.Generator("tpu").manual_seed(3))
     _same(a, b.cpu())
     assert torch.multinomial(_tpu(p[1]).bfloat16(), 4).shape == (4,)
+
+
+def test_histogram_out_variants():
+    x = torch.randn(4, 5)
+    hist = torch.empty(0, device="tpu")
+    edges = torch.empty(0, device="tpu")
+    torch.histogram(_tpu(x), 4, out=(hist, edges))
+    _close((hist, edges), torch.histogram(x, 4))
+    bins = torch.tensor([-1.0, 0.0, 2.0])
+    torch.histogram(_tpu(x), _tpu(bins), out=(hist, edges))
+    _close((hist, edges), torch.histogram(x, bins))
+
+
+# ---- compiled graphs use the same lowerings ----
+
+def test_compiled_graph():
+    def f(a, s, v, r):
+        m = torch.median(a, 1)
+        return (m.values * 2, m.indices, torch.nanmedian(a), torch.mode(a, 0).values,
+                torch.searchsorted(s, v), torch.bucketize(v, s), torch.isin(a, v),
+                torch.repeat_interleave(r, output_size=6))
+
+    compiled = torch.compile(f, backend="tpu")
+    a = _distinct(torch.float32, (4, 5))
+    s = torch.tensor([-3.0, -1.0, 0.0, 2.0, 5.0])
+    v = torch.tensor([-2.0, 0.0, 3.0])
+    r = torch.tensor([1, 2, 3])
+    _same(compiled(_tpu(a), _tpu(s), _tpu(v), _tpu(r)), f(a, s, v, r))
