@@ -1,6 +1,7 @@
 // torchtpu::histogram_from_edges: the static program behind torch.histogram and
 // torch.histogramdd (their kernels, which pick the bin edges, are in aten/histogram.cpp).
 #include "lowering/lowering.h"
+#include "lowering/sorting.h"
 
 namespace torchtpu::lowering {
 namespace {
@@ -36,26 +37,27 @@ std::vector<Value> lower_histogram_from_edges(LoweringContext& ctx) {
     Value in = b.binary("stablehlo.and", b.compare(col, lo, CompareDirection::kGE),
                         b.compare(col, hi, CompareDirection::kLE));
     valid = b.binary("stablehlo.and", valid, in);
-    std::vector<int64_t> shape{m, ne};
-    Value le = b.compare(b.broadcast_in_dim(e, shape, {1}), b.broadcast_in_dim(col, shape, {0}),
-                         CompareDirection::kLE);
-    Value pos = b.sub(
-        b.reduce_simple(b.convert(le, ElementType::kS64),
-                        b.constant_int(0, TensorType(ElementType::kS64, {})), {1}, "stablehlo.add"),
-        b.constant_int(1, s64_m));
+    // upper_bound - 1: how many edges are <= the element, less one.
+    Value ub = binary_search(b, b.reshape(e, {1, ne}), b.reshape(col, {1, m}), /*right=*/true);
+    Value pos = b.sub(b.reshape(ub, {m}), b.constant_int(1, s64_m));
     pos = b.clamp(b.constant_int(0, s64_m), pos, b.constant_int(nb - 1, s64_m));
     flat = b.add(b.mul(flat, b.constant_int(nb, s64_m)), pos);
   }
   Value w = ctx.is_none(2) ? b.constant(1, TensorType(t, {m}))
                            : b.reshape(b.convert(ctx.tensor(2), t), {m});
-  std::vector<int64_t> shape{m, p};
-  Value hit =
-      b.binary("stablehlo.and", b.broadcast_in_dim(valid, shape, {0}),
-               b.compare(b.broadcast_in_dim(flat, shape, {0}),
-                         b.iota(TensorType(ElementType::kS64, shape), 1), CompareDirection::kEQ));
-  Value contrib =
-      b.select(hit, b.broadcast_in_dim(w, shape, {0}), b.constant(0, TensorType(t, shape)));
-  Value hist = b.reduce_simple(contrib, b.constant(0, TensorType(t, {})), {0}, "stablehlo.add");
+  // Scatter-add each weight into its bin; dropped elements go to an extra bin p, cut off after.
+  Value target = b.select(valid, flat, b.constant_int(p, s64_m));
+  TensorType sc(t, {});
+  Value hist = b.op_multi(
+      "stablehlo.scatter", {b.constant(0, TensorType(t, {p + 1})), b.reshape(target, {m, 1}), w},
+      {TensorType(t, {p + 1})},
+      "indices_are_sorted = false, scatter_dimension_numbers = #stablehlo.scatter<"
+      "inserted_window_dims = [0], scatter_dims_to_operand_dims = [0], index_vector_dim = 1>, "
+      "unique_indices = false",
+      {{{sc, sc}, [](FunctionBuilder& rb, const std::vector<Value>& a) -> std::vector<Value> {
+          return {rb.add(a[0], a[1])};
+        }}})[0];
+  hist = b.slice(hist, {0}, {p}, {1});
   hist = b.reshape(hist, out.shape);
   if (ctx.bool_arg(3)) {  // density: / total, then / each dimension's bin widths
     std::vector<int64_t> all;

@@ -18,6 +18,11 @@ std::vector<Value> sort_with_indices(FunctionBuilder& b, Value x, int64_t dim, b
 std::vector<Value> compact_selected(FunctionBuilder& b, Value key,
                                     const std::vector<Value>& payload);
 
+// The CPU's searchsorted binary search, unrolled: for each value of the (R, m) `vals`, the first
+// position in its (R, n) row of `seq` where `!(seq >= v)` (left) or `!(seq > v)` (right) stops
+// holding, as int64 (R, m).
+Value binary_search(FunctionBuilder& b, Value seq, Value vals, bool right);
+
 // Inclusive prefix sum along dim 0 of a rank-1 tensor.
 Value prefix_sum(FunctionBuilder& b, Value x);
 

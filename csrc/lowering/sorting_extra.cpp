@@ -1,12 +1,11 @@
 // Order statistics and searches built on the sort family: median, nanmedian, mode,
 // searchsorted, bucketize, isin, and the static half of repeat_interleave (its count program and
-// host sync are in aten/data_dependent.cpp). Selections by a computed position use a one-hot
-// mask and an integer sum over the element bits, so values (NaN payloads, -0.0) come back
-// exactly.
+// host sync are in aten/data_dependent.cpp). Selections by a computed position are gathers.
 #include "lowering/lowering.h"
 #include "lowering/sorting.h"
 
 namespace torchtpu::lowering {
+
 namespace {
 
 using shlo::CompareDirection;
@@ -27,29 +26,19 @@ Value rows_along(FunctionBuilder& b, Value x, int64_t dim) {
   return b.reshape(b.transpose(x, perm), {rows, x.shape()[static_cast<size_t>(dim)]});
 }
 
-// out[r, j] = x[r, pos[r, j]] for x (R, n) and int64 pos (R, m) with 0 <= pos < n.
+// out[r, j] = x[r, pos[r, j]] for x (R, n) and int64 pos (R, m) with 0 <= pos < n: a gather
+// from the flattened x at r * n + pos (exact for every value, NaN payloads and -0.0 included).
 Value pick(FunctionBuilder& b, Value x, Value pos) {
   int64_t r = x.shape()[0], n = x.shape()[1], m = pos.shape()[1];
-  ElementType t = x.dtype();
-  ElementType it = t;
-  Value xi = x;
-  if (shlo::is_float(t)) {
-    int w = shlo::bit_width(t);
-    it = w == 16 ? ElementType::kS16 : w == 32 ? ElementType::kS32 : ElementType::kS64;
-    xi = b.bitcast_convert(x, it);
-  } else if (t == ElementType::kPred) {
-    it = ElementType::kS8;
-    xi = b.convert(x, it);
-  }
-  std::vector<int64_t> shape{r, m, n};
-  Value mask = b.compare(b.iota(s64(shape), 2), b.broadcast_in_dim(pos, shape, {0, 1}),
-                         CompareDirection::kEQ);
-  Value sel = b.select(mask, b.broadcast_in_dim(xi, shape, {0, 2}),
-                       b.constant_int(0, TensorType(it, shape)));
-  Value out = b.reduce_simple(sel, b.constant_int(0, TensorType(it, {})), {2}, "stablehlo.add");
-  if (shlo::is_float(t)) return b.bitcast_convert(out, t);
-  if (t == ElementType::kPred) return b.convert(out, t);
-  return out;
+  TensorType idx_t(ElementType::kS64, {r, m});
+  Value flat_idx = b.add(pos, b.mul(b.iota(idx_t, 0), b.constant_int(n, idx_t)));
+  Value out = b.op("stablehlo.gather", {b.reshape(x, {r * n}), b.reshape(flat_idx, {r * m, 1})},
+                   x.type.with_shape({r * m}),
+                   "dimension_numbers = #stablehlo.gather<collapsed_slice_dims = [0], "
+                   "start_index_map = [0], index_vector_dim = 1>, indices_are_sorted = false, "
+                   "slice_sizes = " +
+                       shlo::i64_array({1}));
+  return b.reshape(out, {r, m});
 }
 
 Value sum_dim1(FunctionBuilder& b, Value v) {
@@ -173,31 +162,6 @@ std::vector<Value> lower_mode(LoweringContext& ctx) {
 
 // ---- searchsorted / bucketize ----
 
-// The CPU's binary search, unrolled: for each value, the first position in its (R, n) row of
-// `seq` where `!(seq >= v)` (left) or `!(seq > v)` (right) stops holding. `vals` is (R, m).
-Value binary_search(FunctionBuilder& b, Value seq, Value vals, bool right) {
-  int64_t r = seq.shape()[0], n = seq.shape()[1], m = vals.shape()[1];
-  std::vector<int64_t> shape{r, m};
-  Value lo = b.constant_int(0, s64(shape));
-  Value hi = b.constant_int(n, s64(shape));
-  if (n == 0) return lo;
-  Value one = b.constant_int(1, s64(shape));
-  Value last = b.constant_int(n - 1, s64(shape));
-  for (int64_t s = n; s > 0; s >>= 1) {  // bit_length(n) halvings empty every interval
-    Value active = b.compare(lo, hi, CompareDirection::kLT);
-    Value mid = b.add(lo, b.binary("stablehlo.shift_right_logical", b.sub(hi, lo), one));
-    Value mv = pick(b, seq, b.min(mid, last));
-    Value go_right =
-        b.unary("stablehlo.not",
-                b.compare(mv, vals, right ? CompareDirection::kGT : CompareDirection::kGE));
-    Value inc = b.binary("stablehlo.and", active, go_right);
-    Value dec = b.binary("stablehlo.and", active, b.unary("stablehlo.not", go_right));
-    lo = b.select(inc, b.add(mid, one), lo);
-    hi = b.select(dec, mid, hi);
-  }
-  return lo;
-}
-
 // seq: the sorted sequence tensor arg; vals: the searched values (tensor or Scalar arg).
 std::vector<Value> search_impl(LoweringContext& ctx, size_t seq_i, size_t val_i, bool right,
                                std::optional<size_t> sorter_i) {
@@ -255,11 +219,30 @@ std::vector<Value> lower_isin(LoweringContext& ctx) {
   int64_t ne = e.type.numel(), nt = te.type.numel();
   if (ne == 0) return {b.constant(0, out)};
   if (nt == 0) return {b.constant(invert ? 1 : 0, out)};
-  std::vector<int64_t> shape{ne, nt};
-  Value eq = b.compare(b.broadcast_in_dim(b.reshape(e, {ne}), shape, {0}),
-                       b.broadcast_in_dim(b.reshape(te, {nt}), shape, {1}), CompareDirection::kEQ);
-  Value any = b.reduce_simple(eq, b.constant(0, TensorType(ElementType::kPred, {})), {1},
-                              invert ? "stablehlo.or" : "stablehlo.or");
+  Value any;
+  if (ne * nt <= (int64_t{1} << 20)) {
+    std::vector<int64_t> shape{ne, nt};
+    Value eq =
+        b.compare(b.broadcast_in_dim(b.reshape(e, {ne}), shape, {0}),
+                  b.broadcast_in_dim(b.reshape(te, {nt}), shape, {1}), CompareDirection::kEQ);
+    any =
+        b.reduce_simple(eq, b.constant(0, TensorType(ElementType::kPred, {})), {1}, "stablehlo.or");
+  } else {
+    // Large: sort the test elements, binary-search each element, compare with what is there.
+    // NaNs (sorted last) search as +inf, so the search's predicate stays monotone; they never
+    // compare equal, and a real +inf sorts before them.
+    Value sorted = sort_with_indices(b, b.reshape(te, {1, nt}), 1, /*descending=*/false)[0];
+    Value keys = sorted;
+    if (shlo::is_float(t)) {
+      TensorType st(t, {1, nt});
+      keys = b.select(b.compare(sorted, sorted, CompareDirection::kNE),
+                      full_like_type(b, INFINITY, st), sorted);
+    }
+    Value vals = b.reshape(e, {1, ne});
+    Value pos = binary_search(b, keys, vals, /*right=*/false);
+    pos = b.min(pos, b.constant_int(nt - 1, s64({1, ne})));
+    any = b.reshape(b.compare(pick(b, sorted, pos), vals, CompareDirection::kEQ), {ne});
+  }
   if (invert) any = b.unary("stablehlo.not", any);
   return {b.reshape(any, out.shape)};
 }
@@ -275,10 +258,9 @@ std::vector<Value> lower_repeat_interleave_static(LoweringContext& ctx) {
   int64_t size = out.numel(), n = rep.type.numel();
   if (size == 0 || n == 0) return {b.constant_int(0, out)};
   Value cum = prefix_sum(b, b.reshape(rep, {n}));
-  std::vector<int64_t> shape{size, n};
-  Value le =
-      b.compare(b.broadcast_in_dim(cum, shape, {1}), b.iota(s64(shape), 0), CompareDirection::kLE);
-  Value idx = sum_dim1(b, b.convert(le, ElementType::kS64));
+  // How many prefix sums are <= j: the upper bound of j (the sums never decrease).
+  Value j = b.iota(s64({1, size}), 1);
+  Value idx = b.reshape(binary_search(b, b.reshape(cum, {1, n}), j, /*right=*/true), {size});
   return {coerce(b, b.min(idx, b.constant_int(n - 1, s64({size}))), out)};
 }
 
@@ -311,4 +293,32 @@ TORCHTPU_LOWERING("torchtpu::repeat_interleave_static", lower_repeat_interleave_
 TORCHTPU_LOWERING("torchtpu::repeat_interleave_count", lower_repeat_interleave_count);
 
 }  // namespace
+
+// The CPU's binary search, unrolled: for each value, the first position in its (R, n) row of
+// `seq` where `!(seq >= v)` (left) or `!(seq > v)` (right) stops holding. `vals` is (R, m).
+Value binary_search(FunctionBuilder& b, Value seq, Value vals, bool right) {
+  using shlo::CompareDirection;
+  auto s64 = [](std::vector<int64_t> shape) { return TensorType(ElementType::kS64, shape); };
+  int64_t r = seq.shape()[0], n = seq.shape()[1], m = vals.shape()[1];
+  std::vector<int64_t> shape{r, m};
+  Value lo = b.constant_int(0, s64(shape));
+  Value hi = b.constant_int(n, s64(shape));
+  if (n == 0) return lo;
+  Value one = b.constant_int(1, s64(shape));
+  Value last = b.constant_int(n - 1, s64(shape));
+  for (int64_t s = n; s > 0; s >>= 1) {  // bit_length(n) halvings empty every interval
+    Value active = b.compare(lo, hi, CompareDirection::kLT);
+    Value mid = b.add(lo, b.binary("stablehlo.shift_right_logical", b.sub(hi, lo), one));
+    Value mv = pick(b, seq, b.min(mid, last));
+    Value go_right =
+        b.unary("stablehlo.not",
+                b.compare(mv, vals, right ? CompareDirection::kGT : CompareDirection::kGE));
+    Value inc = b.binary("stablehlo.and", active, go_right);
+    Value dec = b.binary("stablehlo.and", active, b.unary("stablehlo.not", go_right));
+    lo = b.select(inc, b.add(mid, one), lo);
+    hi = b.select(dec, mid, hi);
+  }
+  return lo;
+}
+
 }  // namespace torchtpu::lowering

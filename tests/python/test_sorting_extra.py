@@ -325,3 +325,20 @@ def test_compiled_graph():
     v = torch.tensor([-2.0, 0.0, 3.0])
     r = torch.tensor([1, 2, 3])
     _same(compiled(_tpu(a), _tpu(s), _tpu(v), _tpu(r)), f(a, s, v, r))
+
+
+def test_isin_large_sorted_path():
+    g = torch.Generator().manual_seed(6)
+    x = torch.randint(-3000, 3000, (1500,), generator=g).float()
+    t = torch.randint(-3000, 3000, (1000,), generator=g).float()
+    x[:3] = torch.tensor([NAN, float("inf"), -float("inf")])
+    t[:3] = torch.tensor([NAN, float("inf"), NAN])
+    for invert in (False, True):
+        _same(torch.isin(_tpu(x), _tpu(t), invert=invert), torch.isin(x, t, invert=invert))
+    xi, ti = x[3:].long(), t[3:].long()
+    _same(torch.isin(_tpu(xi), _tpu(ti)), torch.isin(xi, ti))
+
+
+def test_repeat_interleave_large():
+    r = torch.randint(0, 5, (3000,), generator=torch.Generator().manual_seed(7))
+    _same(torch.repeat_interleave(_tpu(r)), torch.repeat_interleave(r))
