@@ -58,6 +58,33 @@ LoweringFn with_bias(DotSpec spec) {
   };
 }
 
+// beta * self + alpha * outer(vec1, vec2) as one expression: half types compute in f32 and
+// round once (ATen's composite would round the outer product, both scalings and the sum to half
+// separately). bool follows ATen: (beta && self) || (alpha && vec1 && vec2).
+std::vector<Value> lower_addr(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  const TensorType& out = ctx.out_type();
+  const int64_t n = out.shape[0], m = out.shape[1];
+  TensorType acc_t(out.dtype == ElementType::kPred ? ElementType::kPred : acc_type(out.dtype),
+                   out.shape);
+  Value v1 = b.broadcast_to(
+      b.reshape(coerce(b, ctx.tensor(1), TensorType(acc_t.dtype, {n})), {n, 1}), {n, m});
+  Value v2 = b.broadcast_to(
+      b.reshape(coerce(b, ctx.tensor(2), TensorType(acc_t.dtype, {m})), {1, m}), {n, m});
+  Value self = coerce(b, ctx.tensor(0), acc_t);
+  Value beta = coerce(b, ctx.tensor(ctx.index_of("beta")), acc_t);
+  Value alpha = coerce(b, ctx.tensor(ctx.index_of("alpha")), acc_t);
+  if (acc_t.dtype == ElementType::kPred) {
+    Value lhs = b.binary("stablehlo.and", beta, self);
+    Value rhs = b.binary("stablehlo.and", alpha, b.binary("stablehlo.and", v1, v2));
+    return {b.binary("stablehlo.or", lhs, rhs)};
+  }
+  Value zero = b.constant(0, acc_t);
+  Value bias = b.select(b.compare(beta, zero, CompareDirection::kEQ), zero, b.mul(beta, self));
+  return {b.convert(b.add(bias, b.mul(alpha, b.mul(v1, v2))), out.dtype)};
+}
+
+TORCHTPU_LOWERING("aten::addr", lower_addr);
 TORCHTPU_LOWERING("aten::mm", plain(kMM));
 TORCHTPU_LOWERING("aten::bmm", plain(kBMM));
 TORCHTPU_LOWERING("aten::dot", plain(kDot));

@@ -352,3 +352,39 @@ def test_eye(dtype):
     torch.ops.aten.eye.out(3, out=out)
     compare(out, torch.eye(3, dtype=dtype))
     assert math.isclose(torch.eye(4, device=DEV).sum().item(), 4.0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.int64,
+                                   torch.bool])
+def test_addr_matches_cpu_and_rounds_half_once(dtype):
+    import torchtpu
+
+    g = torch.Generator().manual_seed(0)
+    x, a, b = ((torch.randn(*s, generator=g) * 3).to(dtype) for s in ((5, 4), (5,), (4,)))
+    if dtype == torch.bool:
+        kws = [{}, {"beta": True, "alpha": False}, {"beta": False, "alpha": True}]
+    elif dtype.is_floating_point:
+        kws = [{}, {"beta": 0.6, "alpha": 0.2}]
+    else:
+        kws = [{}, {"beta": 2, "alpha": -3}]
+    torchtpu.reset_metrics()
+    for kw in kws:
+        want = torch.addr(x, a, b, **kw)
+        got = torch.addr(x.to("tpu"), a.to("tpu"), b.to("tpu"), **kw).cpu()
+        assert got.dtype == want.dtype
+        if dtype in (torch.bfloat16, torch.float16):
+            # One rounding of the float64 result: never further from it than CPU's composite
+            # (which rounds the outer product, the scalings and the sum separately).
+            exact = torch.addr(x.double(), a.double(), b.double(), **kw)
+            assert torch.equal(got, exact.to(dtype))
+            assert (got.double() - exact).abs().max() <= (want.double() - exact).abs().max()
+        else:
+            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    assert torchtpu.metrics()["cpu_fallbacks_by_op"] == {}
+
+
+def test_addr_beta_zero_ignores_nan_in_self():
+    x = torch.full((2, 3), float("nan"))
+    got = torch.addr(x.to("tpu"), torch.ones(2, device="tpu"), torch.ones(3, device="tpu"),
+                     beta=0, alpha=2).cpu()
+    assert torch.equal(got, torch.addr(x, torch.ones(2), torch.ones(3), beta=0, alpha=2))

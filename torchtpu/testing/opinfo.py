@@ -218,42 +218,56 @@ def _host_only_args(op, dtype, with_grad: bool, n: int) -> list:
         return []
 
 
-def _to_f64(obj: Any) -> Any:
+def _upcast(obj: Any, src: torch.dtype, dst: torch.dtype) -> Any:
     if isinstance(obj, torch.Tensor):
-        if obj.dtype != torch.float32:
+        if obj.dtype != src:
             return obj
-        t = obj.detach().to(torch.float64)
+        t = obj.detach().to(dst)
         return t.requires_grad_(True) if obj.requires_grad else t
     if isinstance(obj, tuple) and hasattr(obj, "_fields"):
-        return type(obj)(*(_to_f64(x) for x in obj))
+        return type(obj)(*(_upcast(x, src, dst) for x in obj))
     if isinstance(obj, (list, tuple)):
-        return type(obj)(_to_f64(x) for x in obj)
+        return type(obj)(_upcast(x, src, dst) for x in obj)
     if isinstance(obj, dict):
-        return {k: _to_f64(v) for k, v in obj.items()}
+        return {k: _upcast(v, src, dst) for k, v in obj.items()}
     return obj
 
 
-def _f64_arbitrates(op, sample, with_grad: bool, out, grads, ref_out, ref_grads) -> bool:
-    """For F64_ARBITRATED OpInfos: whether every float result of the tpu run is at least as
-    close to a float64 CPU run as CPU's float32 result is (see F64_ARBITRATED)."""
-    if op_full_name(op) not in F64_ARBITRATED:
+# Where a mismatch is arbitrated by a CPU run in a wider dtype (see _arbitrates).
+ARBITER_DTYPE = {torch.float16: torch.float32, torch.bfloat16: torch.float32}
+
+
+def _arbitrates(op, sample, dtype, with_grad: bool, out, grads, ref_out, ref_grads) -> bool:
+    """Whether every float result of the tpu run is at least as close to a CPU run in a wider
+    dtype as CPU's own result is (plus the dtype's tolerances). CPU's result is only a reference
+    up to its own rounding error: a half-precision CPU kernel that rounds intermediate sums to
+    half (conv_transpose, addbmm...) must not fail a device that accumulates in float32. Applies
+    to float16/bfloat16 always, and to float32 for the F64_ARBITRATED OpInfos."""
+    if dtype == torch.float32 and op_full_name(op) in F64_ARBITRATED:
+        wide = torch.float64
+    elif dtype in ARBITER_DTYPE:
+        wide = ARBITER_DTYPE[dtype]
+    else:
         return False
     import types
-    s64 = types.SimpleNamespace(input=_to_f64(sample.input), args=_to_f64(sample.args),
-                                kwargs=_to_f64(sample.kwargs),
-                                output_process_fn_grad=sample.output_process_fn_grad)
+    wide_sample = types.SimpleNamespace(input=_upcast(sample.input, dtype, wide),
+                                        args=_upcast(sample.args, dtype, wide),
+                                        kwargs=_upcast(sample.kwargs, dtype, wide),
+                                        output_process_fn_grad=sample.output_process_fn_grad)
     try:
-        exact_out, exact_grads = _run_sample(op, s64, "cpu", with_grad)
+        exact_out, exact_grads = _run_sample(op, wide_sample, "cpu", with_grad)
     except Exception:  # noqa: BLE001
         return False
     triples = list(zip(_walk_tensors(out), _walk_tensors(ref_out), _walk_tensors(exact_out)))
+    if not triples:
+        return False
     if ref_grads is not None:
         if grads is None or exact_grads is None:
             return False
         triples += [t for t in zip(grads, ref_grads, exact_grads) if None not in t]
-    rtol, atol = TOLERANCES[torch.float32]
+    rtol, atol = TOLERANCES[dtype]
     for a, c, x in triples:
-        if not x.is_floating_point() or a.shape != x.shape:
+        if not x.is_floating_point() or a.shape != x.shape or a.dtype != c.dtype:
             return False
         a, c, x = a.double(), c.double(), x.double()
         ok = (a - x).abs() <= (c - x).abs() + atol + rtol * x.abs()
@@ -478,8 +492,8 @@ def run_one(op, dtype_name: str, max_samples: int = DEFAULT_MAX_SAMPLES,
                         gtol = GRAD_TOLERANCE_OVERRIDES.get(op_full_name(op))
                         compare(grads, ref_grads, "grad", gtol[:2] if gtol else None)
                 except _Mismatch:
-                    if dtype == torch.float32 and _f64_arbitrates(op, sample, with_grad, out,
-                                                                  grads, ref_out, ref_grads):
+                    if _arbitrates(op, sample, dtype, with_grad, out, grads, ref_out,
+                                   ref_grads):
                         grad_checked = grad_checked or ref_grads is not None
                         ran += 1
                         continue
@@ -646,6 +660,11 @@ def markdown_summary(records: list[dict], meta: dict | None = None) -> str:
     for name, why in F64_ARBITRATED.items():
         lines.append(f"- `{name}`: a float32 mismatch passes when tpu is no further from a "
                      f"float64 CPU run than CPU float32 is ({why}).")
+    lines.append("- float16/bfloat16: a mismatch passes when every tpu result is no further from "
+                 "a float32 CPU run (same inputs, upcast) than CPU's own half-precision result "
+                 "is, plus the half tolerances: CPU kernels that round partial sums to half "
+                 "(conv_transpose, addbmm, addr) are a reference only up to their own error. "
+                 "Output dtypes must still agree.")
     lines.append("- Arguments a sample creates on the CPU whatever the device (found by generating "
                  "the samples for `meta` too, e.g. tensor_split's indices) stay on the CPU.")
     lines.append("")
