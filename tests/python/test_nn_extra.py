@@ -64,3 +64,21 @@ def test_multilabel_margin_loss(reduction, batched):
     if not batched:
         x, t = x[0], t[0]
     _check(lambda a, tt: F.multilabel_margin_loss(a, tt, reduction=reduction), [x, t])
+
+
+@pytest.mark.parametrize("fn", [torch.igamma, torch.igammac])
+def test_igamma_igammac_match_cpu(fn):
+    """All of calc_igamma/calc_igammac's branches: series, continued fraction, the igamc
+    series, the asymptotic expansion (20 < a < 200 and a > 200 with x ~ a), boundary values."""
+    torch.manual_seed(0)
+    special_a = [0., 0., 1., float("inf"), 2., float("nan"), -1., 3., 50., 250., 0.3, 1.05]
+    special_x = [1., 0., 0., 2., float("inf"), 0., 1., float("nan"), 52., 255., 0.7, 1.02]
+    a = torch.cat([torch.rand(100) * 5, torch.rand(100) * 300, torch.tensor(special_a)])
+    x = torch.cat([torch.rand(100) * 5, torch.rand(100) * 300, torch.tensor(special_x)])
+    _check(fn, [a, x], grad_args=(), rtol=1e-4, atol=1e-5, equal_nan=True)
+
+
+def test_igamma_grad_wrt_x():
+    torch.manual_seed(0)
+    a, x = torch.rand(20) * 4 + 0.1, torch.rand(20) * 4 + 0.1
+    _check(lambda aa, xx: torch.igamma(aa, xx), [a, x], grad_args=(1,), rtol=1e-4, atol=1e-5)
