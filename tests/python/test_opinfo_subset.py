@@ -69,3 +69,22 @@ def test_markdown_summary_counts():
     assert round(s["float32_native_or_fallback_pct"], 1) == 66.7
     md = opinfo.markdown_summary(recs)
     assert "`aten::x`" in md and "| c | ERROR | skip |" in md
+
+
+def test_tied_indices_pass_only_when_they_pick_equal_values():
+    import types
+
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    sort = next(o for o in op_db if o.name == "sort" and not o.variant_test_name)
+    sample = types.SimpleNamespace(input=torch.tensor([1.0, 1.0, 2.0]))
+    values = torch.tensor([1.0, 1.0, 2.0])
+    cpu = (values, torch.tensor([0, 1, 2]))
+    assert opinfo._tie_equivalent(sort, sample, (values, torch.tensor([1, 0, 2])), cpu)
+    # Not a permutation, though every index picks a tied value.
+    assert not opinfo._tie_equivalent(sort, sample, (values, torch.tensor([0, 0, 2])), cpu)
+    # Picks different values.
+    assert not opinfo._tie_equivalent(sort, sample, (values, torch.tensor([2, 1, 0])), cpu)
+    # Wrong values never pass, whatever the indices.
+    assert not opinfo._tie_equivalent(
+        sort, sample, (torch.tensor([1.0, 2.0, 2.0]), torch.tensor([0, 1, 2])), cpu)
