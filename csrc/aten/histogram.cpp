@@ -101,6 +101,10 @@ std::vector<at::Tensor> bin_edges(const at::Tensor& self, at::IntArrayRef bin_ct
       right[d] = (*range)[2 * d + 1];
     }
   } else if (self.numel() > 0) {
+    // The CPU infers edges for float and double only.
+    TORCH_CHECK_NOT_IMPLEMENTED(
+        self.scalar_type() == at::kFloat || self.scalar_type() == at::kDouble,
+        "\"histogramdd\" not implemented for '", c10::toString(self.scalar_type()), "'");
     auto [mn, mx] = at::aminmax(self.reshape({-1, n}), 0);
     at::Tensor host = at::stack({mn, mx}).to(at::kDouble).cpu();  // the one sync
     auto a = host.accessor<double, 2>();

@@ -342,3 +342,10 @@ def test_isin_large_sorted_path():
 def test_repeat_interleave_large():
     r = torch.randint(0, 5, (3000,), generator=torch.Generator().manual_seed(7))
     _same(torch.repeat_interleave(_tpu(r)), torch.repeat_interleave(r))
+
+
+def test_histogram_reduced_precision_like_cpu():
+    x = torch.randn(20).bfloat16()
+    with pytest.raises(NotImplementedError, match="BFloat16"):
+        torch.histogram(_tpu(x), 3)
+    _close(torch.histogram(_tpu(x), 3, range=(-1.0, 1.0)), torch.histogram(x, 3, range=(-1.0, 1.0)))
