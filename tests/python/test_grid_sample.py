@@ -59,3 +59,14 @@ def test_grid_sample_input_grad_only():
     x, grid = torch.randn(1, 2, 4, 4), torch.rand(1, 3, 3, 2) * 2 - 1
     _check(lambda a, g: F.grid_sample(a, g, align_corners=False), [x, grid], grad_args=(0,))
     _check(lambda a, g: F.grid_sample(a, g, align_corners=False), [x, grid], grad_args=(1,))
+
+
+@pytest.mark.parametrize("align", [False, True])
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("size,scale", [((3, 5), None), ((9, 13), None), ((4, 11), None),
+                                        (None, (0.6, 1.7))])
+def test_interpolate_antialias(mode, align, size, scale):
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 7, 8)
+    _check(lambda a: F.interpolate(a, size=size, scale_factor=scale, mode=mode,
+                                   align_corners=align, antialias=True), [x], grad_args=(0,))
