@@ -1,8 +1,12 @@
 // copy_ between host and tpu (and across tpu devices), .item(), and the tiny internal ops the
 // runtime itself launches.
 #include <ATen/MemoryOverlap.h>
+#include <ATen/ops/_conj.h>
+#include <ATen/ops/_neg_view.h>
+#include <ATen/ops/conj_physical.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
+#include <ATen/ops/neg.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
@@ -14,6 +18,14 @@
 #include "runtime/runtime.h"
 
 namespace torchtpu::aten {
+
+at::Tensor resolve_bits(const at::Tensor& t) {
+  at::Tensor s = t;
+  if (s.is_conj()) s = at::conj_physical(at::_conj(s));
+  if (s.is_neg()) s = at::neg(at::_neg_view(s));
+  return s;
+}
+
 namespace {
 
 bool covers_storage(const at::Tensor& t) {
@@ -49,6 +61,27 @@ bool same_data(const at::Tensor& self, const at::Tensor& src) {
 
 at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
   if (self.numel() == 0 || same_data(self, src)) return self;
+  if (self.is_conj() || self.is_neg() || src.is_conj() || src.is_neg()) {
+    // Like CPU's copy_: self's storage receives the values that read back through its own bits
+    // as src's logical values.
+    if (self.is_conj() == src.is_conj() && self.is_neg() == src.is_neg() &&
+        self.is_privateuseone() == src.is_privateuseone()) {
+      at::Tensor d = self, s = src;
+      if (self.is_conj()) d = at::_conj(d), s = at::_conj(s);
+      if (self.is_neg()) d = at::_neg_view(d), s = at::_neg_view(s);
+      return copy_(d, s, non_blocking), self;
+    }
+    at::Tensor s = src.is_privateuseone() ? resolve_bits(src) : src.resolve_conj().resolve_neg();
+    at::Tensor d = self;
+    if (self.is_conj()) d = at::_conj(d), s = s.conj();
+    if (self.is_neg()) d = at::_neg_view(d), s = s._neg_view();
+    if (s.is_privateuseone())
+      s = resolve_bits(s);
+    else
+      s = s.resolve_conj().resolve_neg();
+    copy_(d, s, non_blocking);
+    return self;
+  }
   if (self.is_privateuseone()) {
     at::assert_no_internal_overlap(self);
     if (src.is_privateuseone()) at::assert_no_partial_overlap(self, src);
@@ -90,7 +123,7 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
   return copy_from(self, dst, false);
 }
 
-c10::Scalar local_scalar_dense(const at::Tensor& self) { return to_cpu(self).item(); }
+c10::Scalar local_scalar_dense(const at::Tensor& self) { return to_cpu(resolve_bits(self)).item(); }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("copy_", copy_);

@@ -617,7 +617,23 @@ void run_lowered_by_name(const char* name, const char* overload, torch::jit::Sta
   run_lowered(*op, stack);
 }
 
+// Tensors that reach a kernel with the conjugate or negative bit (ops PyTorch lets through those
+// keys, e.g. clone) are read by their logical values; mutated arguments are left as they are.
+void resolve_math_bits(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const auto& args = op.schema().arguments();
+  const size_t start = stack->size() - args.size();
+  for (size_t i = 0; i < args.size(); ++i) {
+    c10::IValue& v = (*stack)[start + i];
+    if (!v.isTensor()) continue;
+    const at::Tensor& t = v.toTensor();
+    if (!t.defined() || !(t.is_conj() || t.is_neg()) || !t.is_privateuseone()) continue;
+    if (args[i].alias_info() && args[i].alias_info()->isWrite()) continue;
+    v = resolve_bits(t);
+  }
+}
+
 void tpu_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  resolve_math_bits(op, stack);
   const OpPlan& plan = plan_for(op);
   if (!plan.lowering) return cpu_fallback(op, stack, "no lowering");
   try {

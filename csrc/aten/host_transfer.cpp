@@ -47,6 +47,10 @@ PJRT_Buffer_Type pjrt_type(shlo::ElementType t) {
       return PJRT_Buffer_Type_F32;
     case shlo::ElementType::kF64:
       return PJRT_Buffer_Type_F64;
+    case shlo::ElementType::kC64:
+      return PJRT_Buffer_Type_C64;
+    case shlo::ElementType::kC128:
+      return PJRT_Buffer_Type_C128;
   }
   return PJRT_Buffer_Type_INVALID;
 }

@@ -18,6 +18,9 @@ device::BufferPtr upload(const void* data, const std::vector<int64_t>& dims,
 device::BufferPtr contiguous_buffer(const at::Tensor& t);
 // A new contiguous CPU tensor with `t`'s values; waits for the device.
 at::Tensor to_cpu(const at::Tensor& t);
+// The logical values of a tpu tensor with the conjugate and/or negative bit (lazy conj() and
+// neg views) as a plain tensor: the bits are cleared on an alias and applied by a program.
+at::Tensor resolve_bits(const at::Tensor& t);
 // Waits until all work launched on `device` so far is done.
 void synchronize(int device);
 

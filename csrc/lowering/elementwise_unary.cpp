@@ -98,6 +98,13 @@ LoweringFn float_predicate(UnaryFn f, bool int_value) {
 }
 
 std::vector<Value> lower_abs(LoweringContext& ctx) {
+  if (shlo::is_complex(ctx.tensor(0).dtype())) {  // |z|, a real result
+    Value z = ctx.tensor(0);
+    return {coerce(
+        ctx.b,
+        ctx.b.op("stablehlo.abs", {z}, z.type.with_dtype(shlo::complex_component(z.dtype()))),
+        ctx.out_type())};
+  }
   Value x = input(ctx, ctx.out_type().dtype);
   if (shlo::is_unsigned_int(x.dtype()) || x.dtype() == ElementType::kPred) return {x};
   return {ctx.b.unary("stablehlo.abs", x)};

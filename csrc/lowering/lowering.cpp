@@ -214,6 +214,10 @@ ElementType to_element_type(c10::ScalarType t) {
       return ElementType::kF32;
     case c10::kDouble:
       return ElementType::kF64;
+    case c10::kComplexFloat:
+      return ElementType::kC64;
+    case c10::kComplexDouble:
+      return ElementType::kC128;
     case c10::kUInt16:
       return ElementType::kU16;
     case c10::kUInt32:
@@ -248,6 +252,10 @@ c10::ScalarType to_scalar_type(ElementType t) {
       return c10::kFloat;
     case ElementType::kF64:
       return c10::kDouble;
+    case ElementType::kC64:
+      return c10::kComplexFloat;
+    case ElementType::kC128:
+      return c10::kComplexDouble;
     case ElementType::kU16:
       return c10::kUInt16;
     case ElementType::kU32:

@@ -144,6 +144,13 @@ std::vector<Value> lower_frexp(LoweringContext& ctx) {
 
 std::vector<Value> lower_angle(LoweringContext& ctx) {
   FunctionBuilder& b = ctx.b;
+  if (shlo::is_complex(ctx.tensor(0).dtype())) {  // atan2(imag, real)
+    Value z = ctx.tensor(0);
+    TensorType rt = z.type.with_dtype(shlo::complex_component(z.dtype()));
+    Value a = b.binary("stablehlo.atan2", b.op("stablehlo.imag", {z}, rt),
+                       b.op("stablehlo.real", {z}, rt));
+    return {coerce(b, a, ctx.out_type())};
+  }
   ElementType ct = opmath(ctx.out_type().dtype);
   TORCH_CHECK_NOT_IMPLEMENTED(is_fp(ct), "angle: non-float result");
   Value x = arg(ctx, 0, ct);

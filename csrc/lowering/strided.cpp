@@ -104,6 +104,26 @@ bool covers_buffer(const StridedView& view, const std::vector<int64_t>& buffer_d
 
 Value reinterpret(FunctionBuilder& b, Value base, ElementType want) {
   if (base.dtype() == want) return base;
+  // XLA bitcasts no complex type: a complex element's bytes are its (real, imag) components.
+  if (shlo::is_complex(base.dtype())) {
+    ElementType c = shlo::complex_component(base.dtype());
+    TensorType ct = base.type.with_dtype(c);
+    std::vector<int64_t> pair_shape = base.shape();
+    pair_shape.push_back(1);
+    Value re = b.reshape(b.op("stablehlo.real", {base}, ct), pair_shape);
+    Value im = b.reshape(b.op("stablehlo.imag", {base}, ct), pair_shape);
+    Value pairs = b.concatenate({re, im}, static_cast<int64_t>(pair_shape.size()) - 1);
+    return reinterpret(b, b.reshape(pairs, {numel_of(pairs.shape())}), want);
+  }
+  if (shlo::is_complex(want)) {
+    ElementType c = shlo::complex_component(want);
+    Value parts = reinterpret(b, base, c);
+    int64_t n = numel_of(parts.shape()) / 2;
+    Value pairs = b.reshape(parts, {n, 2});
+    Value re = b.reshape(b.slice(pairs, {0, 0}, {n, 1}, {1, 1}), {n});
+    Value im = b.reshape(b.slice(pairs, {0, 1}, {n, 2}, {1, 1}), {n});
+    return b.op("stablehlo.complex", {re, im}, TensorType(want, {n}));
+  }
   const int have_bits = shlo::bit_width(base.dtype()) == 1 ? 8 : shlo::bit_width(base.dtype());
   const int want_bits = shlo::bit_width(want) == 1 ? 8 : shlo::bit_width(want);
   const int64_t n = numel_of(base.shape());

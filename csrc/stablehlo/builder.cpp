@@ -55,7 +55,7 @@ const char* direction_name(CompareDirection d) {
 }
 
 const char* compare_type(ElementType t) {
-  if (is_float(t)) return "FLOAT";
+  if (is_float(t) || is_complex(t)) return "FLOAT";
   if (is_signed_int(t)) return "SIGNED";
   return "UNSIGNED";  // unsigned ints and i1
 }
@@ -110,6 +110,10 @@ std::string i64_array(const std::vector<int64_t>& v) {
 
 std::string scalar_literal(double value, ElementType t) {
   if (t == ElementType::kPred) return value != 0 ? "true" : "false";
+  if (is_complex(t)) {
+    ElementType c = complex_component(t);
+    return "(" + scalar_literal(value, c) + ", " + scalar_literal(0.0, c) + ")";
+  }
   if (is_integer(t)) return scalar_literal_int(static_cast<int64_t>(value), t);
   if (!std::isfinite(value)) return float_bits_literal(value, t);
   char buf[64];
@@ -119,7 +123,7 @@ std::string scalar_literal(double value, ElementType t) {
 
 std::string scalar_literal_int(int64_t value, ElementType t) {
   if (t == ElementType::kPred) return value != 0 ? "true" : "false";
-  if (is_float(t)) return scalar_literal(static_cast<double>(value), t);
+  if (is_float(t) || is_complex(t)) return scalar_literal(static_cast<double>(value), t);
   if (is_unsigned_int(t)) return std::to_string(static_cast<uint64_t>(value));
   return std::to_string(value);
 }
@@ -238,6 +242,11 @@ Value FunctionBuilder::convert(Value a, ElementType to) {
     // convert to i1 is "!= 0", spelled explicitly so NaN and negative zero follow PyTorch.
     Value zero = constant(0, a.type);
     return compare(a, zero, CompareDirection::kNE);
+  }
+  if (is_complex(a.dtype()) && !is_complex(to)) {
+    // XLA converts complex to real only through the real part (PyTorch's cast drops imag too).
+    a = op("stablehlo.real", {a}, a.type.with_dtype(complex_component(a.dtype())));
+    if (a.dtype() == to) return a;
   }
   return op("stablehlo.convert", {a}, a.type.with_dtype(to));
 }

@@ -30,6 +30,10 @@ const char* mlir_name(ElementType t) {
       return "f32";
     case ElementType::kF64:
       return "f64";
+    case ElementType::kC64:
+      return "complex<f32>";
+    case ElementType::kC128:
+      return "complex<f64>";
   }
   return "?";
 }
@@ -68,9 +72,25 @@ int bit_width(ElementType t) {
     case ElementType::kS64:
     case ElementType::kU64:
     case ElementType::kF64:
+    case ElementType::kC64:
       return 64;
+    case ElementType::kC128:
+      return 128;
   }
   return 0;
+}
+
+bool is_complex(ElementType t) { return t == ElementType::kC64 || t == ElementType::kC128; }
+
+ElementType complex_component(ElementType t) {
+  if (t == ElementType::kC64) return ElementType::kF32;
+  if (t == ElementType::kC128) return ElementType::kF64;
+  return t;
+}
+
+ElementType complex_of(ElementType t) {
+  if (is_complex(t)) return t;
+  return t == ElementType::kF64 ? ElementType::kC128 : ElementType::kC64;
 }
 
 int64_t TensorType::numel() const {

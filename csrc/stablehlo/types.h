@@ -20,16 +20,23 @@ enum class ElementType {
   kF16,
   kBF16,
   kF32,
-  kF64
+  kF64,
+  kC64,  // complex<f32>
+  kC128  // complex<f64>
 };
 
-// "i1", "i8", ..., "ui8", "f16", "bf16", "f32", "f64".
+// "i1", "i8", ..., "ui8", "f16", "bf16", "f32", "f64", "complex<f32>", "complex<f64>".
 const char* mlir_name(ElementType t);
 bool is_float(ElementType t);
 bool is_signed_int(ElementType t);
 bool is_unsigned_int(ElementType t);
 inline bool is_integer(ElementType t) { return is_signed_int(t) || is_unsigned_int(t); }
 int bit_width(ElementType t);
+bool is_complex(ElementType t);
+// f32 for complex<f32>, f64 for complex<f64>; other types unchanged.
+ElementType complex_component(ElementType t);
+// complex<f32> for f32 and narrower floats, complex<f64> for f64; complex types unchanged.
+ElementType complex_of(ElementType t);
 
 struct TensorType {
   ElementType dtype = ElementType::kF32;

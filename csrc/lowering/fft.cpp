@@ -1,0 +1,150 @@
+// Complex-number ops and the FFT family (aten::_fft_c2c/_fft_r2c/_fft_c2r, which every
+// torch.fft function decomposes into) on stablehlo.fft. Each transformed dim is moved last and
+// transformed in 1-D (the transform is separable), so any dims list works. Inverse complex
+// transforms are unnormalized like pocketfft: conj(FFT(conj(x))) for c2c, and XLA's IRFFT
+// (which divides by n) scaled back by n for c2r; then ATen's normalization (0 none,
+// 1 by 1/sqrt(n), 2 by 1/n) is applied once.
+#include <cmath>
+
+#include "lowering/lowering.h"
+
+namespace torchtpu::lowering {
+namespace {
+
+Value fft_1d(FunctionBuilder& b, Value x, int64_t dim, const char* kind, int64_t length,
+             ElementType result_dtype) {
+  const int64_t rank = x.rank();
+  std::vector<int64_t> perm;
+  for (int64_t i = 0; i < rank; ++i) {
+    if (i != dim) perm.push_back(i);
+  }
+  perm.push_back(dim);
+  std::vector<int64_t> inv(rank);
+  for (int64_t i = 0; i < rank; ++i) inv[perm[i]] = i;
+  Value t = b.transpose(x, perm);
+  std::vector<int64_t> shape = t.shape();
+  if (std::string(kind) == "RFFT") shape.back() = length / 2 + 1;
+  if (std::string(kind) == "IRFFT") shape.back() = length;
+  Value r = b.op("stablehlo.fft", {t}, TensorType(result_dtype, shape),
+                 std::string("fft_type = #stablehlo<fft_type ") + kind +
+                     ">, fft_length = " + shlo::i64_array({length}));
+  return b.transpose(r, inv);
+}
+
+Value conj(FunctionBuilder& b, Value x) {
+  TensorType ct = x.type.with_dtype(shlo::complex_component(x.dtype()));
+  Value re = b.op("stablehlo.real", {x}, ct);
+  Value im = b.op("stablehlo.imag", {x}, ct);
+  return b.op("stablehlo.complex", {re, b.unary("stablehlo.negate", im)}, x.type);
+}
+
+Value c2c(FunctionBuilder& b, Value x, const std::vector<int64_t>& dims, bool forward) {
+  if (!forward) x = conj(b, x);
+  for (int64_t d : dims) x = fft_1d(b, x, d, "FFT", x.shape()[d], x.dtype());
+  return forward ? x : conj(b, x);
+}
+
+Value normalize(FunctionBuilder& b, Value x, int64_t mode, double n) {
+  if (mode == 0) return x;
+  double scale = mode == 1 ? 1.0 / std::sqrt(n) : 1.0 / n;
+  return b.mul(x, b.constant(scale, x.type));
+}
+
+std::vector<int64_t> wrapped_dims(const LoweringContext& ctx, size_t i, int64_t rank) {
+  std::vector<int64_t> dims = ctx.int_list(i);
+  for (int64_t& d : dims) d = wrap_dim(d, rank);
+  return dims;
+}
+
+std::vector<Value> lower_c2c(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  const TensorType& out = ctx.out_type();
+  Value x = b.convert(ctx.tensor(0), out.dtype);
+  std::vector<int64_t> dims = wrapped_dims(ctx, 1, x.rank());
+  double n = 1;
+  for (int64_t d : dims) n *= static_cast<double>(x.shape()[d]);
+  Value r = c2c(b, x, dims, ctx.bool_arg(3));
+  return {coerce(b, normalize(b, r, ctx.int_arg(2), n), out)};
+}
+
+std::vector<Value> lower_r2c(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  const TensorType& out = ctx.out_type();
+  Value x = b.convert(ctx.tensor(0), shlo::complex_component(out.dtype));
+  std::vector<int64_t> dims = wrapped_dims(ctx, 1, x.rank());
+  double n = 1;
+  for (int64_t d : dims) n *= static_cast<double>(x.shape()[d]);
+  Value r;
+  if (ctx.bool_arg(3)) {
+    int64_t last = dims.back();
+    r = fft_1d(b, x, last, "RFFT", x.shape()[last], out.dtype);
+    std::vector<int64_t> rest(dims.begin(), dims.end() - 1);
+    r = c2c(b, r, rest, true);
+  } else {
+    r = c2c(b, b.convert(x, out.dtype), dims, true);
+  }
+  return {coerce(b, normalize(b, r, ctx.int_arg(2), n), out)};
+}
+
+std::vector<Value> lower_c2r(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  const TensorType& out = ctx.out_type();
+  Value x = b.convert(ctx.tensor(0), shlo::complex_of(out.dtype));
+  std::vector<int64_t> dims = wrapped_dims(ctx, 1, x.rank());
+  int64_t last = dims.back();
+  int64_t last_size = ctx.int_arg(3);
+  std::vector<int64_t> rest(dims.begin(), dims.end() - 1);
+  double n = static_cast<double>(last_size);
+  for (int64_t d : rest) n *= static_cast<double>(x.shape()[d]);
+  x = c2c(b, x, rest, false);
+  // IRFFT reads fft_length/2 + 1 inputs along the last dim: pad or trim to that.
+  int64_t need = last_size / 2 + 1, have = x.shape()[last];
+  if (have > need) {
+    std::vector<int64_t> start(x.rank(), 0), limit = x.shape(), step(x.rank(), 1);
+    limit[last] = need;
+    x = b.slice(x, start, limit, step);
+  } else if (have < need) {
+    std::vector<int64_t> shape = x.shape();
+    shape[last] = need - have;
+    x = b.concatenate({x, b.constant(0, TensorType(x.dtype(), shape))}, last);
+  }
+  Value r = fft_1d(b, x, last, "IRFFT", last_size, out.dtype);
+  // XLA's IRFFT divides by the last dim's length; pocketfft's c2r does not.
+  r = b.mul(r, b.constant(static_cast<double>(last_size), r.type));
+  return {coerce(b, normalize(b, r, ctx.int_arg(2), n), out)};
+}
+
+std::vector<Value> lower_complex(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  const TensorType& out = ctx.out_type();
+  TensorType part = out.with_dtype(shlo::complex_component(out.dtype));
+  Value re = coerce(b, ctx.tensor(0), part), im = coerce(b, ctx.tensor(1), part);
+  return {b.op("stablehlo.complex", {re, im}, out)};
+}
+
+std::vector<Value> lower_polar(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  const TensorType& out = ctx.out_type();
+  TensorType part = out.with_dtype(shlo::complex_component(out.dtype));
+  Value r = coerce(b, ctx.tensor(0), part), th = coerce(b, ctx.tensor(1), part);
+  Value re = b.mul(r, b.unary("stablehlo.cosine", th));
+  Value im = b.mul(r, b.unary("stablehlo.sine", th));
+  return {b.op("stablehlo.complex", {re, im}, out)};
+}
+
+std::vector<Value> lower_conj_physical(LoweringContext& ctx) {
+  Value x = ctx.tensor(0);
+  if (!shlo::is_complex(x.dtype())) return {coerce(ctx.b, x, ctx.out_type())};
+  return {coerce(ctx.b, conj(ctx.b, x), ctx.out_type())};
+}
+
+}  // namespace
+
+TORCHTPU_LOWERING("aten::_fft_c2c", lower_c2c);
+TORCHTPU_LOWERING("aten::_fft_r2c", lower_r2c);
+TORCHTPU_LOWERING("aten::_fft_c2r", lower_c2r);
+TORCHTPU_LOWERING("aten::complex", lower_complex);
+TORCHTPU_LOWERING("aten::polar", lower_polar);
+TORCHTPU_LOWERING("aten::conj_physical", lower_conj_physical);
+
+}  // namespace torchtpu::lowering
