@@ -48,7 +48,7 @@ bool is_generator_type(const c10::TypePtr& t) {
 ElementType scalar_element_type(const c10::Scalar& s, bool any_f64) {
   if (s.isBoolean()) return ElementType::kPred;
   if (s.isIntegral(false)) return ElementType::kS64;
-  TORCH_CHECK_NOT_IMPLEMENTED(!s.isComplex(), "torchtpu: complex scalars are not supported");
+  if (s.isComplex()) return any_f64 ? ElementType::kC128 : ElementType::kC64;
   // Python floats are doubles; f32 keeps programs TPU-friendly unless f64 data is involved.
   return any_f64 ? ElementType::kF64 : ElementType::kF32;
 }
@@ -60,6 +60,10 @@ bool same_scalar(const c10::Scalar& a, const c10::Scalar& b) {
   if (a.isFloatingPoint()) {
     double x = a.toDouble(), y = b.toDouble();
     return std::memcmp(&x, &y, sizeof(double)) == 0;
+  }
+  if (a.isComplex()) {
+    c10::complex<double> x = a.toComplexDouble(), y = b.toComplexDouble();
+    return std::memcmp(&x, &y, sizeof(x)) == 0;
   }
   return false;
 }
@@ -191,7 +195,9 @@ void Scanner::scan(const c10::FunctionSchema& schema, const torch::jit::Stack& s
   // f64 anywhere makes Python floats f64 (they are doubles in PyTorch's CPU math too).
   for (size_t i = 0; i < args.size(); ++i) {
     const c10::IValue& v = stack[first + i];
-    if (v.isTensor() && v.toTensor().defined() && v.toTensor().scalar_type() == c10::kDouble) {
+    if (v.isTensor() && v.toTensor().defined() &&
+        (v.toTensor().scalar_type() == c10::kDouble ||
+         v.toTensor().scalar_type() == c10::kComplexDouble)) {
       s_.any_f64 = true;
     }
   }
@@ -361,6 +367,14 @@ device::BufferPtr scalar_buffer(const Param& p, int device) {
     case ElementType::kS64:
       v.i = s.toLong();
       break;
+    case ElementType::kC64: {
+      c10::complex<float> c = s.toComplexFloat();
+      return upload(&c, {}, p.dtype, device);
+    }
+    case ElementType::kC128: {
+      c10::complex<double> c = s.toComplexDouble();
+      return upload(&c, {}, p.dtype, device);
+    }
     default: {
       // CPU 0-d tensors of other dtypes: upload their bytes as they are.
       at::Tensor c = p.cpu_tensor.contiguous();

@@ -118,6 +118,13 @@ std::vector<Value> lower_neg(LoweringContext& ctx) {
 std::vector<Value> lower_sign(LoweringContext& ctx) {
   FunctionBuilder& b = ctx.b;
   Value x = input(ctx, ctx.out_type().dtype);
+  if (shlo::is_complex(x.dtype())) {  // sgn: z / |z|, 0 at 0
+    Value mag = b.op("stablehlo.abs", {x}, x.type.with_dtype(shlo::complex_component(x.dtype())));
+    Value zero = cst(b, 0, mag);
+    Value is0 = cmp(b, mag, zero, CompareDirection::kEQ);
+    Value safe = b.select(is0, cst(b, 1, mag), mag);
+    return {b.select(is0, cst(b, 0, x), b.div(x, b.convert(safe, x.dtype())))};
+  }
   if (x.dtype() == ElementType::kPred) return {x};
   Value pos = b.convert(cmp(b, x, cst(b, 0, x), CompareDirection::kGT), x.dtype());
   if (shlo::is_unsigned_int(x.dtype())) return {pos};
