@@ -66,6 +66,41 @@ struct GraphExecutable::Entry {
   uint64_t rng_numel = 0;
 };
 
+namespace {
+
+bool is_complex_arg(const GraphArg& a, const std::vector<GraphNode>& nodes,
+                    const std::vector<at::Tensor>* inputs) {
+  switch (a.kind) {
+    case GraphArg::Kind::kInput:
+      return inputs && inputs->at(static_cast<size_t>(a.index)).defined() &&
+             inputs->at(static_cast<size_t>(a.index)).is_complex();
+    case GraphArg::Kind::kNode:
+      return shlo::is_complex(nodes.at(a.index).out_types.at(a.output).dtype);
+    case GraphArg::Kind::kList:
+      for (const GraphArg& item : a.items) {
+        if (is_complex_arg(item, nodes, inputs)) return true;
+      }
+      return false;
+    case GraphArg::Kind::kConst:
+      return a.constant.isComplexDouble();
+    case GraphArg::Kind::kNone:
+      return false;
+  }
+  return false;
+}
+
+// `inputs` null: the graph inputs' dtypes are not known yet (not checked).
+void check_complex_support(const GraphNode& node, const std::vector<GraphNode>& nodes,
+                           const std::vector<at::Tensor>* inputs) {
+  if (node.name == "aten::copy_" || complex_capable(node.name)) return;
+  bool complex = false;
+  for (const auto& t : node.out_types) complex |= shlo::is_complex(t.dtype);
+  for (const GraphArg& a : node.args) complex |= is_complex_arg(a, nodes, inputs);
+  TORCH_CHECK_NOT_IMPLEMENTED(!complex, "torchtpu: ", node.name, " has no complex lowering");
+}
+
+}  // namespace
+
 int GraphExecutable::add_node(const std::string& op, const std::string& overload,
                               std::vector<GraphArg> args,
                               std::vector<lowering::TensorType> out_types) {
@@ -79,6 +114,7 @@ int GraphExecutable::add_node(const std::string& op, const std::string& overload
     TORCH_CHECK_NOT_IMPLEMENTED(node.lowering != nullptr, "torchtpu: ", node.name,
                                 " has no lowering");
   }
+  check_complex_support(node, nodes_, nullptr);
   nodes_.push_back(std::move(node));
   return static_cast<int>(nodes_.size()) - 1;
 }
@@ -90,6 +126,10 @@ GraphStats GraphExecutable::stats() const {
 
 std::shared_ptr<GraphExecutable::Entry> GraphExecutable::build(
     CallState& state, const std::vector<at::Tensor>& inputs, const std::string& why) {
+  // As in eager mode: a complex operand of a lowering not known to handle complex declines the
+  // graph (it then runs eagerly, where that op takes the CPU fallback). add_node has already
+  // checked everything but the graph inputs' dtypes.
+  for (const GraphNode& node : nodes_) check_complex_support(node, nodes_, &inputs);
   auto entry = std::make_shared<Entry>();
   shlo::ModuleBuilder module;
   auto& b = module.main();

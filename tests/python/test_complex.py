@@ -198,3 +198,15 @@ def test_ops_without_complex_lowering_are_correct(name, fn):
     got = fn(x.to(DEV)).cpu()
     assert got.dtype == expected.dtype
     assert_close(got, expected, equal_nan=True, atol=1e-4, rtol=1e-4)
+
+
+def test_compile_complex_graph():
+    # fft/abs lower natively in a graph; isnan of a complex value declines the graph (eager,
+    # where isnan takes the CPU fallback) instead of dropping the imaginary part.
+    x = _crandn(6, seed=5)
+    x[1] = complex(float("nan"), 0.0)
+    f = torch.compile(lambda z: (z * 1.25).isnan(), backend="tpu")
+    assert torch.equal(f(x.to(DEV)).cpu(), (x * 1.25).isnan())
+    r = torch.randn(10)
+    g = torch.compile(lambda v: torch.fft.rfft(v, norm="ortho").abs() * 2, backend="tpu")
+    assert_close(g(r.to(DEV)).cpu(), torch.fft.rfft(r, norm="ortho").abs() * 2)
