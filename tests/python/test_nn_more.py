@@ -161,3 +161,30 @@ def test_fractional_max_pool(shape, kernel, out):
         a.backward(g)
         b.backward(g.to(DEV))
         _close(xc.grad, xt.grad)
+
+
+# ---- ctc_loss ----
+
+
+@pytest.mark.parametrize("concat", [False, True])
+@pytest.mark.parametrize("zero_infinity", [False, True])
+def test_ctc_loss(concat, zero_infinity):
+    torch.manual_seed(0)
+    t, n, c, s = 8, 4, 5, 4
+    log_probs = torch.randn(t, n, c).log_softmax(2)
+    targets = torch.randint(1, c, (n, s))
+    targets[0, 1] = targets[0, 0]  # a repeated label needs a blank between
+    input_lengths = [8, 6, 2, 8]  # sample 2 cannot emit its targets: infinite loss
+    target_lengths = [4, 3, 3, 0]
+    if concat:
+        targets = torch.cat([targets[i, : target_lengths[i]] for i in range(n)])
+    res = []
+    for dev in ("cpu", DEV):
+        x = log_probs.clone().to(dev).requires_grad_()
+        loss = F.ctc_loss(x, targets.to(dev), input_lengths, target_lengths, reduction="none",
+                          zero_infinity=zero_infinity)
+        loss.backward(torch.arange(1.0, n + 1).to(dev))
+        res.append((loss.detach(), x.grad))
+    (a, ga), (b, gb) = res
+    _close(a, b)
+    _close(ga, gb)
