@@ -647,7 +647,7 @@ bool complex_capable(const std::string& lowering_name) {
       "aten::sqrt",     "aten::reciprocal", "aten::mm",       "aten::bmm",
       "aten::cat",      "aten::index",      "aten::where",    "aten::tanh",
       "aten::sin",      "aten::cos",        "aten::prod",     "aten::sigmoid",
-      "aten::eq",       "aten::ne",         "aten::isfinite"};
+      "aten::eq",       "aten::ne",         "aten::isfinite", "aten::constant_pad_nd"};
   return ok.count(lowering_name.substr(0, lowering_name.find('.'))) > 0;
 }
 

@@ -126,6 +126,8 @@ def test_complex_and_polar():
 FFTS = [
     ("fft", torch.fft.fft, "c", (3, 8), {}),
     ("fft_n", torch.fft.fft, "c", (3, 8), {"n": 5}),
+    ("fft_n_pad", torch.fft.fft, "c", (3, 8), {"n": 11}),
+    ("fftn_s_pad", torch.fft.fftn, "c", (3, 4), {"s": (5, 6)}),
     ("ifft", torch.fft.ifft, "c", (3, 8), {}),
     ("fft_real_in", torch.fft.fft, "r", (3, 8), {}),
     ("rfft", torch.fft.rfft, "r", (3, 8), {}),
