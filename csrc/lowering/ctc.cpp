@@ -20,6 +20,7 @@ namespace {
 
 using shlo::CompareDirection;
 
+constexpr int64_t kMaxSteps = 16;
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
 Value lengths_value(LoweringContext& ctx, size_t i, int64_t n) {
@@ -75,6 +76,10 @@ Ctc setup(LoweringContext& ctx, size_t lp_i, size_t tg_i, size_t il_i, size_t tl
   g.n = lp.shape()[1];
   g.c = lp.shape()[2];
   g.l = l;
+  // Unrolled time compiles slowly on XLA CPU (~30 s for T = 50): longer inputs are left to the
+  // CPU kernel until the recursion moves into a stablehlo.while.
+  TORCH_CHECK_NOT_IMPLEMENTED(g.t <= kMaxSteps, "ctc_loss: torchtpu lowers at most ", kMaxSteps,
+                              " time steps natively (got ", g.t, ")");
   g.ct = lp.dtype() == ElementType::kF64 ? ElementType::kF64 : ElementType::kF32;
   g.lp = b.convert(lp, g.ct);
   g.il = lengths_value(ctx, il_i, g.n);
