@@ -11,16 +11,16 @@ import torch
 import torch.nn.functional as F
 
 import torchtpu
+from torchtpu.testing.fallbacks import fallback_counts, new_fallbacks
 
 DEV = "tpu"
 
 
 @pytest.fixture(autouse=True)
 def no_cpu_fallback():
-    before = torchtpu.metrics()["cpu_fallbacks_by_op"]
+    before = fallback_counts()
     yield
-    after = torchtpu.metrics()["cpu_fallbacks_by_op"]
-    grown = {k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)}
+    grown = new_fallbacks(before)
     assert not grown, f"ops ran through the CPU fallback: {grown}"
 
 

@@ -10,6 +10,7 @@ import math
 import pytest
 import torch
 import torchtpu  # noqa: F401  (registers the tpu device)
+from torchtpu.testing.fallbacks import fallback_counts, new_fallbacks
 
 DEV = "tpu"
 N = 20000
@@ -20,24 +21,11 @@ OWN_OPS = {"uniform", "normal", "normal_functional", "bernoulli", "random", "exp
            "log_normal", "cauchy", "geometric"}
 
 
-def _fallbacks():
-    m = torchtpu.metrics()
-    by_op = m.get("cpu_fallbacks_by_op")
-    return dict(by_op) if by_op is not None else {"<all>": m.get("cpu_fallbacks", 0)}
-
-
-def _base(name):
-    name = name.split("::")[-1].split(".")[0]
-    return name[:-1] if name.endswith("_") else name
-
-
 @pytest.fixture(autouse=True)
 def no_own_fallback():
-    before = _fallbacks()
+    before = fallback_counts()
     yield
-    after = _fallbacks()
-    grown = {k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)}
-    own = {k: v for k, v in grown.items() if k == "<all>" or _base(k) in OWN_OPS}
+    own = new_fallbacks(before, OWN_OPS)
     assert not own, f"natively lowered ops fell back to the CPU: {own}"
 
 

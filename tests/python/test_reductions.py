@@ -9,6 +9,7 @@ import math
 import pytest
 import torch
 import torchtpu  # noqa: F401  (registers the tpu device)
+from torchtpu.testing.fallbacks import fallback_counts, new_fallbacks, make
 
 DEV = "tpu"
 
@@ -26,34 +27,12 @@ OWN_OPS = {
 }
 
 
-def _fallbacks():
-    m = torchtpu.metrics()
-    by_op = m.get("cpu_fallbacks_by_op")
-    return dict(by_op) if by_op is not None else {"<all>": m.get("cpu_fallbacks", 0)}
-
-
-def _base(name):
-    name = name.split("::")[-1].split(".")[0]
-    return name[:-1] if name.endswith("_") else name
-
-
 @pytest.fixture(autouse=True)
 def no_own_fallback():
-    before = _fallbacks()
+    before = fallback_counts()
     yield
-    after = _fallbacks()
-    grown = {k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)}
-    own = {k: v for k, v in grown.items() if k == "<all>" or _base(k) in OWN_OPS}
+    own = new_fallbacks(before, OWN_OPS)
     assert not own, f"natively lowered ops fell back to the CPU: {own}"
-
-
-def make(shape, dtype, seed=0, low=-3, high=4):
-    g = torch.Generator().manual_seed(seed)
-    if dtype == torch.bool:
-        return torch.randint(0, 2, shape, generator=g).bool()
-    if dtype.is_floating_point:
-        return torch.randn(shape, generator=g).to(dtype)
-    return torch.randint(low, high, shape, generator=g).to(dtype)
 
 
 def to_dev(x):

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import torchtpu
+from torchtpu.testing.fallbacks import fallback_counts, new_fallbacks
 
 DEV = "tpu"
 RTOL, ATOL = 1e-4, 1e-5
@@ -17,10 +18,9 @@ RTOL, ATOL = 1e-4, 1e-5
 
 @pytest.fixture(autouse=True)
 def no_cpu_fallback():
-    before = torchtpu.metrics()["cpu_fallbacks_by_op"]
+    before = fallback_counts()
     yield
-    after = torchtpu.metrics()["cpu_fallbacks_by_op"]
-    grown = {k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)}
+    grown = new_fallbacks(before)
     assert not grown, f"ops ran through the CPU fallback: {grown}"
 
 
