@@ -9,7 +9,8 @@ import pytest
 import torch
 
 import torchtpu
-from torchtpu.testing.fallbacks import fallback_counts, new_fallbacks
+from torchtpu.testing.fallbacks import (assert_close_to_cpu, check_against_cpu,
+                                         fallback_counts, new_fallbacks)
 
 DEV = "tpu"
 TOL = dict(rtol=1e-4, atol=1e-4)
@@ -24,28 +25,11 @@ def no_cpu_fallback():
 
 
 def _close(a, e):
-    if isinstance(e, (tuple, list)):
-        for x, y in zip(a, e):
-            _close(x, y)
-        return
-    torch.testing.assert_close(a.cpu(), e, equal_nan=True, **TOL)
+    assert_close_to_cpu(a, e, **TOL)
 
 
 def _check(fn, *inputs, grad=True):
-    _close(fn(*[x.to(DEV) for x in inputs]), fn(*inputs))
-    if not grad:
-        return
-    cpu = [x.clone().requires_grad_() for x in inputs]
-    dev = [x.to(DEV).requires_grad_() for x in inputs]
-
-    def total(out):
-        out = out if isinstance(out, (tuple, list)) else (out,)
-        return sum(o.sum() for o in out if o.is_floating_point())
-
-    g_cpu = torch.autograd.grad(total(fn(*cpu)), cpu)
-    g_dev = torch.autograd.grad(total(fn(*dev)), dev)
-    for a, e in zip(g_dev, g_cpu):
-        torch.testing.assert_close(a.cpu(), e, rtol=1e-3, atol=1e-3)
+    check_against_cpu(fn, *inputs, grad=grad, **TOL, grad_rtol=1e-3, grad_atol=1e-3)
 
 
 @pytest.fixture

@@ -10,7 +10,8 @@ import torch
 import torch.nn.functional as F
 
 import torchtpu
-from torchtpu.testing.fallbacks import fallback_counts, new_fallbacks
+from torchtpu.testing.fallbacks import (assert_close_to_cpu, check_against_cpu,
+                                         fallback_counts, new_fallbacks)
 
 DEV = "tpu"
 TOL = dict(rtol=1e-4, atol=1e-5)
@@ -25,23 +26,11 @@ def no_cpu_fallback():
 
 
 def _close(a, e):
-    if isinstance(e, (tuple, list)):
-        for x, y in zip(a, e):
-            _close(x, y)
-        return
-    torch.testing.assert_close(a.cpu(), e, equal_nan=True, **TOL)
+    assert_close_to_cpu(a, e, **TOL)
 
 
 def _check(fn, *inputs, grad=True):
-    _close(fn(*[x.to(DEV) for x in inputs]), fn(*inputs))
-    if not grad:
-        return
-    cpu = [x.clone().requires_grad_() for x in inputs]
-    dev = [x.to(DEV).requires_grad_() for x in inputs]
-    g_cpu = torch.autograd.grad(fn(*cpu).sum(), cpu)
-    g_dev = torch.autograd.grad(fn(*dev).sum(), dev)
-    for a, e in zip(g_dev, g_cpu):
-        torch.testing.assert_close(a.cpu(), e, **TOL)
+    check_against_cpu(fn, *inputs, grad=grad, **TOL)
 
 
 def _x(*shape, seed=0):
