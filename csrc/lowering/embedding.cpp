@@ -14,10 +14,6 @@ namespace {
 
 bool is_half(ElementType t) { return t == ElementType::kBF16 || t == ElementType::kF16; }
 
-Value zeros(FunctionBuilder& b, const TensorType& t) {
-  return b.broadcast_to(b.constant(0, TensorType(t.dtype, {})), t.shape);
-}
-
 // Row-wise scatter-add of `updates` (n, D) into `base` (V, D) at `rows` (n, 1).
 Value scatter_rows(FunctionBuilder& b, Value base, Value rows, Value updates) {
   TensorType s(base.dtype(), {});

@@ -21,10 +21,6 @@ namespace {
 
 using shlo::CompareDirection;
 
-Value zeros(FunctionBuilder& b, const TensorType& t) {
-  return b.broadcast_to(b.constant(0, TensorType(t.dtype, {})), t.shape);
-}
-
 bool is_half(ElementType t) { return t == ElementType::kBF16 || t == ElementType::kF16; }
 
 struct Sampler {
@@ -380,25 +376,6 @@ struct Sampler {
     return res;
   }
 };
-
-std::vector<Value> masked_results(LoweringContext& ctx,
-                                  const std::vector<std::optional<Value>>& values) {
-  FunctionBuilder& b = ctx.b;
-  const std::vector<TensorType>& outs = ctx.out_types();
-  bool all = outs.size() == values.size();
-  std::vector<Value> r;
-  for (size_t i = 0; i < values.size(); ++i) {
-    if (all && !values[i]) r.push_back(zeros(b, outs[i]));
-    if (!values[i]) continue;
-    TORCH_CHECK(r.size() < outs.size(), "torchtpu lowering: ", ctx.schema().name(),
-                ": more requested outputs than output types");
-    const TensorType& t = outs[r.size()];
-    Value v = *values[i];
-    if (v.type.numel() == t.numel()) v = b.reshape(v, t.shape);
-    r.push_back(coerce(b, v, t));
-  }
-  return r;
-}
 
 // Sets up the sampler from (input, grid, interpolation_mode, padding_mode, align_corners)
 // starting at argument `first`; returns the per-coordinate grid values (N, Q).

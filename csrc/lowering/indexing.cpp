@@ -40,10 +40,6 @@ int64_t product(const std::vector<int64_t>& v) {
   return n;
 }
 
-Value zeros(FunctionBuilder& b, const TensorType& t) {
-  return b.broadcast_to(b.constant(0, TensorType(t.dtype, {})), t.shape);
-}
-
 std::vector<int64_t> inverse(const std::vector<int64_t>& perm) {
   std::vector<int64_t> inv(perm.size());
   for (size_t i = 0; i < perm.size(); ++i)

@@ -82,8 +82,6 @@ Value iota_s64(FunctionBuilder& b, const Shape& shape, size_t d) {
 Value eq(FunctionBuilder& b, Value x, Value y) { return b.compare(x, y, CompareDirection::kEQ); }
 Value land(FunctionBuilder& b, Value p, Value q) { return b.binary("stablehlo.and", p, q); }
 
-Value zeros(FunctionBuilder& b, const TensorType& t) { return b.constant(0, t); }
-
 Value transpose_last2(FunctionBuilder& b, Value v) {
   std::vector<int64_t> perm = first_n(static_cast<size_t>(v.rank()));
   std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);

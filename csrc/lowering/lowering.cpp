@@ -285,4 +285,27 @@ Value coerce(FunctionBuilder& b, Value v, const TensorType& type) {
   return b.broadcast_to(b.convert(v, type.dtype), type.shape);
 }
 
+Value zeros(FunctionBuilder& b, const TensorType& type) {
+  return b.broadcast_to(b.constant(0, TensorType(type.dtype, {})), type.shape);
+}
+
+std::vector<Value> masked_results(LoweringContext& ctx,
+                                  const std::vector<std::optional<Value>>& values) {
+  FunctionBuilder& b = ctx.b;
+  const std::vector<TensorType>& outs = ctx.out_types();
+  bool all = outs.size() == values.size();
+  std::vector<Value> r;
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (all && !values[i]) r.push_back(zeros(b, outs[i]));
+    if (!values[i]) continue;
+    TORCH_CHECK(r.size() < outs.size(), "torchtpu lowering: ", ctx.schema().name(),
+                ": more requested outputs than output types");
+    const TensorType& t = outs[r.size()];
+    Value v = *values[i];
+    if (v.type.numel() == t.numel()) v = b.reshape(v, t.shape);
+    r.push_back(coerce(b, v, t));
+  }
+  return r;
+}
+
 }  // namespace torchtpu::lowering

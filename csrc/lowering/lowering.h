@@ -138,4 +138,13 @@ Value full_like_type(FunctionBuilder& b, double value, const TensorType& type);
 // Broadcast + convert so `v` has exactly `type`.
 Value coerce(FunctionBuilder& b, Value v, const TensorType& type);
 
+// A tensor of zeros of this type.
+Value zeros(FunctionBuilder& b, const TensorType& type);
+
+// The results of an op whose output_mask leaves some outputs out (backward ops). Eager kernels
+// type every output (unrequested ones get zeros); compiled graphs carry types for the requested
+// ones only, in order. Each value is reshaped (same element count) and coerced to its type.
+std::vector<Value> masked_results(LoweringContext& ctx,
+                                  const std::vector<std::optional<Value>>& values);
+
 }  // namespace torchtpu::lowering

@@ -29,10 +29,6 @@ void require_dtype(const LoweringContext& ctx, const Value& x, bool ok) {
               c10::toString(to_scalar_type(x.dtype())), "'");
 }
 
-Value zeros(FunctionBuilder& b, const TensorType& t) {
-  return b.broadcast_to(b.constant(0, TensorType(t.dtype, {})), t.shape);
-}
-
 Value dense_i64(FunctionBuilder& b, const std::vector<int64_t>& v) {
   TensorType t(ElementType::kS64, {static_cast<int64_t>(v.size())});
   std::string s = "value = dense<[";

@@ -22,32 +22,6 @@ namespace {
 bool is_half(ElementType t) { return t == ElementType::kBF16 || t == ElementType::kF16; }
 ElementType acc_type(ElementType t) { return is_half(t) ? ElementType::kF32 : t; }
 
-Value zeros(FunctionBuilder& b, const TensorType& t) {
-  return b.broadcast_to(b.constant(0, TensorType(t.dtype, {})), t.shape);
-}
-
-// The results of an op whose output_mask leaves some outputs out. Eager kernels type every
-// output (unrequested ones get zeros); compiled graphs carry types for the requested ones only,
-// in order.
-std::vector<Value> masked_results(LoweringContext& ctx,
-                                  const std::vector<std::optional<Value>>& values) {
-  FunctionBuilder& b = ctx.b;
-  const std::vector<TensorType>& outs = ctx.out_types();
-  bool all = outs.size() == values.size();
-  std::vector<Value> r;
-  for (size_t i = 0; i < values.size(); ++i) {
-    if (all && !values[i]) r.push_back(zeros(b, outs[i]));
-    if (!values[i]) continue;
-    TORCH_CHECK(r.size() < outs.size(), "torchtpu lowering: ", ctx.schema().name(),
-                ": more requested outputs than output types");
-    const TensorType& t = outs[r.size()];
-    Value v = *values[i];
-    if (v.type.numel() == t.numel()) v = b.reshape(v, t.shape);
-    r.push_back(coerce(b, v, t));
-  }
-  return r;
-}
-
 Value sum(FunctionBuilder& b, Value x, const std::vector<int64_t>& dims) {
   return b.reduce_simple(x, b.constant(0, TensorType(x.dtype(), {})), dims, "stablehlo.add");
 }

@@ -45,10 +45,6 @@ void require_dtype(const LoweringContext& ctx, const Value& x, bool ok) {
               c10::toString(to_scalar_type(x.dtype())), "'");
 }
 
-Value zeros(FunctionBuilder& b, const TensorType& t) {
-  return b.broadcast_to(b.constant(0, TensorType(t.dtype, {})), t.shape);
-}
-
 // reduce_window over all dims of `inputs` (no padding: callers pad explicitly).
 std::vector<Value> reduce_window(FunctionBuilder& b, const std::vector<Value>& inputs,
                                  const std::vector<Value>& inits,

@@ -22,10 +22,6 @@ using shlo::CompareDirection;
 
 bool is_half(ElementType t) { return t == ElementType::kBF16 || t == ElementType::kF16; }
 
-Value zeros(FunctionBuilder& b, const TensorType& t) {
-  return b.broadcast_to(b.constant(0, TensorType(t.dtype, {})), t.shape);
-}
-
 // (P, out) i64 window starts for one dim from u (P) in the sample dtype `st`.
 Value intervals(FunctionBuilder& b, Value u, int64_t in, int64_t out, int64_t pool,
                 ElementType st) {

@@ -20,10 +20,6 @@ std::string dims_list(const std::vector<int64_t>& v) {
 
 // A tensor of `type` filled with zeros; built by broadcasting a 0-d constant so that it also
 // works for zero-element shapes.
-Value zeros(FunctionBuilder& b, const TensorType& type) {
-  return b.broadcast_to(b.constant(0, TensorType(type.dtype, {})), type.shape);
-}
-
 // stablehlo.gather with the given dimension numbers (empty fields are left out, which is how
 // the StableHLO printer spells them).
 Value gather(FunctionBuilder& b, Value operand, Value indices,

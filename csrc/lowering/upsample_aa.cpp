@@ -20,10 +20,6 @@ namespace {
 
 bool is_half(ElementType t) { return t == ElementType::kBF16 || t == ElementType::kF16; }
 
-Value zeros(FunctionBuilder& b, const TensorType& t) {
-  return b.broadcast_to(b.constant(0, TensorType(t.dtype, {})), t.shape);
-}
-
 Value dense_f32(FunctionBuilder& b, const std::vector<float>& v,
                 const std::vector<int64_t>& shape) {
   TensorType t(ElementType::kF32, {static_cast<int64_t>(v.size())});
