@@ -24,6 +24,8 @@ using shlo::CompareDirection;
 bool is_half(ElementType t) { return t == ElementType::kBF16 || t == ElementType::kF16; }
 
 struct Sampler {
+  Sampler(FunctionBuilder& builder, ElementType compute) : b(builder), ct(compute) {}
+
   FunctionBuilder& b;
   ElementType ct;               // compute dtype
   int64_t n = 0, c = 0, q = 0;  // batch, channels, output positions
