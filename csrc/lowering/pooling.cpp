@@ -11,6 +11,8 @@
 // sum of the kernel size). Adaptive average pooling is a product of per-dim averaging matrices.
 // max_unpool writes values back at recorded indices (the same scatter as max pooling's
 // gradient).
+#include "lowering/pooling.h"
+
 #include <c10/util/Exception.h>
 
 #include <algorithm>
@@ -221,11 +223,12 @@ LoweringFn max_pool(size_t nd) {
   };
 }
 
-// grad_input[plane, indices[plane, j]] += grad_output[plane, j]: a scatter-add over
-// (plane, flat index) coordinates, accumulated in f32 for half types.
-// With `add` false the values are written instead (max_unpool).
+}  // namespace
+
+// Declared in lowering/pooling.h; outside the anonymous namespace so the fractional pooling
+// backward shares it.
 Value scatter_planes(FunctionBuilder& b, Value grad, Value indices, const TensorType& in_type,
-                     size_t lead, bool add = true) {
+                     size_t lead, bool add) {
   ElementType acc = acc_type(in_type.dtype);
   std::vector<int64_t> lead_shape(in_type.shape.begin(),
                                   in_type.shape.begin() + static_cast<int64_t>(lead));
@@ -251,6 +254,8 @@ Value scatter_planes(FunctionBuilder& b, Value grad, Value indices, const Tensor
                    }}})[0];
   return b.convert(b.reshape(r, in_type.shape), in_type.dtype);
 }
+
+namespace {
 
 // max_pool{2,3}d_with_indices_backward(grad_output, self, kernel_size, stride, padding,
 //                                      dilation, ceil_mode, indices)

@@ -14,13 +14,12 @@
 #include <string>
 
 #include "lowering/lowering.h"
+#include "lowering/pooling.h"
 
 namespace torchtpu::lowering {
 namespace {
 
 using shlo::CompareDirection;
-
-bool is_half(ElementType t) { return t == ElementType::kBF16 || t == ElementType::kF16; }
 
 // (P, out) i64 window starts for one dim from u (P) in the sample dtype `st`.
 Value intervals(FunctionBuilder& b, Value u, int64_t in, int64_t out, int64_t pool,
@@ -136,29 +135,7 @@ LoweringFn fractional_max_pool_backward(size_t nd) {
     Value indices = ctx.tensor(4);
     const TensorType& out = ctx.out_type();
     size_t lead = static_cast<size_t>(x.rank()) - nd;
-    ElementType acc = is_half(out.dtype) ? ElementType::kF32 : out.dtype;
-    int64_t planes = 1;
-    for (size_t i = 0; i < lead; ++i) planes *= x.shape()[i];
-    if (out.numel() == 0 || grad.type.numel() == 0) return {zeros(b, out)};
-    int64_t plane_size = out.numel() / planes;
-    int64_t m = grad.type.numel() / planes;
-    TensorType coord(ElementType::kS64, {planes, m, 1});
-    Value plane = b.iota(coord, 0);
-    Value flat = b.reshape(b.convert(indices, ElementType::kS64), {planes, m, 1});
-    Value coords = b.reshape(b.concatenate({plane, flat}, 2), {planes * m, 2});
-    Value updates = b.reshape(b.convert(grad, acc), {planes * m});
-    Value base = zeros(b, TensorType(acc, {planes, plane_size}));
-    TensorType scalar(acc, {});
-    Value r =
-        b.op_multi("stablehlo.scatter", {base, coords, updates}, {base.type},
-                   "indices_are_sorted = false, scatter_dimension_numbers = #stablehlo.scatter<"
-                   "inserted_window_dims = [0, 1], scatter_dims_to_operand_dims = [0, 1], "
-                   "index_vector_dim = 1>, unique_indices = false",
-                   {{{scalar, scalar},
-                     [](FunctionBuilder& rb, const std::vector<Value>& a) -> std::vector<Value> {
-                       return {rb.add(a[0], a[1])};
-                     }}})[0];
-    return {coerce(b, b.reshape(r, out.shape), out)};
+    return {scatter_planes(b, grad, indices, out, lead)};
   };
 }
 
