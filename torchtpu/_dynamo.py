@@ -267,7 +267,7 @@ class CompiledGraph(OutputCode):
     data) and the graph's constants; loading replays the recipe, and the program itself comes
     from the persistent compilation cache."""
 
-    def __init__(self, name: str, recipe: dict, constants: list, gm=None):
+    def __init__(self, name: str, recipe: dict, constants: list, gm=None, executable=None):
         # An instance attribute: wrappers (torch._dynamo.disable) copy __dict__, not the class.
         self._boxed_call = True
         self.name = name
@@ -276,12 +276,17 @@ class CompiledGraph(OutputCode):
         self.gm = gm  # for the eager fallback; not serialized
         self._g = None
         self._eager = False
+        if executable is not None:
+            self._adopt(executable)
+
+    def _adopt(self, g) -> None:
+        self._g = g
+        _graphs.append((self.name, g))
+        self.constants = [c.to("tpu") if c.device.type != "tpu" else c for c in self.constants]
 
     def _executable(self):
         if self._g is None:
-            self._g = _replay(self.name, self.recipe)
-            _graphs.append((self.name, self._g))
-            self.constants = [c.to("tpu") if c.device.type != "tpu" else c for c in self.constants]
+            self._adopt(_replay(self.name, self.recipe))
         return self._g
 
     def __call__(self, args):
@@ -364,11 +369,7 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs):
         _eager_graphs.append((name, str(e)))
         log.warning("torchtpu: graph %s runs eagerly on tpu (not compiled): %s", name, e)
         return _UncachedGraph(make_boxed_func(gm.forward), f"graph {name} runs eagerly")
-    compiled = CompiledGraph(name, lowering.recipe, lowering.constants, gm)
-    compiled._g = g
-    _graphs.append((name, g))
-    compiled.constants = [c.to("tpu") if c.device.type != "tpu" else c for c in compiled.constants]
-    return compiled
+    return CompiledGraph(name, lowering.recipe, lowering.constants, gm, executable=g)
 
 
 class _TpuAotAutograd(AotAutograd):
