@@ -383,6 +383,34 @@ std::vector<Value> FunctionBuilder::sort(const std::vector<Value>& operands, int
                   {{block_types, comparator}});
 }
 
+std::vector<Value> FunctionBuilder::while_loop(const std::vector<Value>& init, const RegionFn& cond,
+                                               const RegionFn& body) {
+  std::vector<TensorType> types;
+  for (const Value& v : init) types.push_back(v.type);
+  // A region yielding the wrong types would only fail later, in the plugin's parser, with a
+  // message far from the lowering that built it.
+  RegionFn checked_cond = [&](FunctionBuilder& b, const std::vector<Value>& args) {
+    std::vector<Value> out = cond(b, args);
+    if (out.size() != 1 || out[0].type != TensorType(ElementType::kPred, {})) {
+      throw std::invalid_argument("stablehlo.while: condition must yield one tensor<i1>, got (" +
+                                  types_list(out) + ")");
+    }
+    return out;
+  };
+  RegionFn checked_body = [&](FunctionBuilder& b, const std::vector<Value>& args) {
+    std::vector<Value> out = body(b, args);
+    bool ok = out.size() == types.size();
+    for (size_t i = 0; ok && i < out.size(); ++i) ok = out[i].type == types[i];
+    if (!ok) {
+      throw std::invalid_argument("stablehlo.while: body must yield (" + type_str_list(types) +
+                                  "), got (" + types_list(out) + ")");
+    }
+    return out;
+  };
+  return op_multi("stablehlo.while", init, types, "",
+                  {{types, checked_cond}, {types, checked_body}});
+}
+
 Value FunctionBuilder::reduce_simple(Value input, Value init, const std::vector<int64_t>& dims,
                                      const std::string& body_op) {
   return reduce({input}, {init}, dims,

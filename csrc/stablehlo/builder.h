@@ -97,6 +97,11 @@ class FunctionBuilder {
   // (lhs_0, rhs_0, lhs_1, rhs_1, ...) and yields one i1 "lhs goes first".
   std::vector<Value> sort(const std::vector<Value>& operands, int64_t dim, bool is_stable,
                           const RegionFn& comparator);
+  // stablehlo.while: `cond` gets the loop-carried values and yields one tensor<i1> (keep
+  // going); `body` gets them and yields their next values (same types). Returns the values
+  // after the last iteration. Throws std::invalid_argument if a region yields wrong types.
+  std::vector<Value> while_loop(const std::vector<Value>& init, const RegionFn& cond,
+                                const RegionFn& body);
   // Single-input reduction with a binary op body ("stablehlo.add", "stablehlo.maximum", ...).
   Value reduce_simple(Value input, Value init, const std::vector<int64_t>& dims,
                       const std::string& body_op);

@@ -110,3 +110,64 @@ TEST(ModuleBuilderTest, ShapeHelpersSkipNoOps) {
   EXPECT_EQ(c.type.str(), "tensor<2x6xf32>");
   EXPECT_THROW(f.add(x, t), std::invalid_argument);
 }
+
+TEST(ModuleBuilderTest, WhileLoopCarriesValuesThroughConditionAndBody) {
+  ModuleBuilder m;
+  auto& f = m.main();
+  Value x = f.add_argument(TensorType(ElementType::kF32, {3}));
+  TensorType it(ElementType::kS64, {});
+  Value zero = f.constant_int(0, it);
+  // for (i = 0; i < 4; ++i) x = x + x
+  std::vector<Value> outs = f.while_loop(
+      {zero, x},
+      [&](FunctionBuilder& b, const std::vector<Value>& st) {
+        return std::vector<Value>{b.compare(st[0], b.constant_int(4, it), CompareDirection::kLT)};
+      },
+      [&](FunctionBuilder& b, const std::vector<Value>& st) {
+        return std::vector<Value>{b.add(st[0], b.constant_int(1, it)), b.add(st[1], st[1])};
+      });
+  ASSERT_EQ(outs.size(), 2u);
+  EXPECT_EQ(outs[1].type.str(), "tensor<3xf32>");
+  EXPECT_EQ(outs[1].name(), "%v2#1");
+  m.finish({outs[1]});
+  const std::string expected =
+      "    %v2:2 = \"stablehlo.while\"(%v1, %v0) ({\n"
+      "      ^bb0(%v3: tensor<i64>, %v4: tensor<3xf32>):\n"
+      "        %v5 = \"stablehlo.constant\"() {value = dense<4> : tensor<i64>} : () -> "
+      "tensor<i64>\n"
+      "        %v6 = \"stablehlo.compare\"(%v3, %v5) {comparison_direction = "
+      "#stablehlo<comparison_direction LT>, compare_type = #stablehlo<comparison_type SIGNED>} : "
+      "(tensor<i64>, tensor<i64>) -> tensor<i1>\n"
+      "        \"stablehlo.return\"(%v6) : (tensor<i1>) -> ()\n"
+      "    }, {\n"
+      "      ^bb0(%v7: tensor<i64>, %v8: tensor<3xf32>):\n"
+      "        %v9 = \"stablehlo.constant\"() {value = dense<1> : tensor<i64>} : () -> "
+      "tensor<i64>\n"
+      "        %v10 = \"stablehlo.add\"(%v7, %v9) : (tensor<i64>, tensor<i64>) -> tensor<i64>\n"
+      "        %v11 = \"stablehlo.add\"(%v8, %v8) : (tensor<3xf32>, tensor<3xf32>) -> "
+      "tensor<3xf32>\n"
+      "        \"stablehlo.return\"(%v10, %v11) : (tensor<i64>, tensor<3xf32>) -> ()\n"
+      "    }) : (tensor<i64>, tensor<3xf32>) -> (tensor<i64>, tensor<3xf32>)\n"
+      "    \"func.return\"(%v2#1) : (tensor<3xf32>) -> ()\n";
+  std::string text = m.str();
+  EXPECT_NE(text.find(expected), std::string::npos) << text;
+}
+
+TEST(ModuleBuilderTest, WhileLoopRejectsMistypedRegions) {
+  ModuleBuilder m;
+  auto& f = m.main();
+  Value x = f.add_argument(TensorType(ElementType::kF32, {3}));
+  auto yes = [](FunctionBuilder& b, const std::vector<Value>&) {
+    return std::vector<Value>{b.constant(1, TensorType(ElementType::kPred, {}))};
+  };
+  auto same = [](FunctionBuilder&, const std::vector<Value>& st) { return st; };
+  // The condition must be a scalar i1.
+  EXPECT_THROW(f.while_loop({x}, same, same), std::invalid_argument);
+  // The body must keep the carried types.
+  EXPECT_THROW(f.while_loop({x}, yes,
+                            [](FunctionBuilder& b, const std::vector<Value>& st) {
+                              return std::vector<Value>{b.convert(st[0], ElementType::kF64)};
+                            }),
+               std::invalid_argument);
+  EXPECT_EQ(f.while_loop({x}, yes, same).at(0).type.str(), "tensor<3xf32>");
+}
