@@ -88,3 +88,71 @@ def test_tied_indices_pass_only_when_they_pick_equal_values():
     # Wrong values never pass, whatever the indices.
     assert not opinfo._tie_equivalent(
         sort, sample, (torch.tensor([1.0, 2.0, 2.0]), torch.tensor([0, 1, 2])), cpu)
+
+
+# --- Random ops, uninitialized memory and device-restricted OpInfos -------------------------
+
+from torch.testing._utils import wrapper_set_seed  # noqa: E402  (patched by the harness)
+
+
+def test_random_and_uninitialized_ops_are_compared_not_skipped():
+    recs = {r["op"]: r for r in opinfo.run_sweep(
+        ops=["bernoulli", "nn.functional.dropout", "empty_strided", "jiterator_unary"],
+        dtypes=["float32"], max_samples=4, timeout=120)}
+    for name in ("bernoulli", "nn.functional.dropout"):
+        assert recs[name]["category"] == "pass-native", recs[name]
+        assert recs[name]["check"] == "distribution", recs[name]
+    assert recs["empty_strided"]["category"] == "pass-native", recs["empty_strided"]
+    assert recs["empty_strided"]["check"] == "metadata"
+    # onlyCUDA: not an OpInfo supporting float32 on CPU.
+    assert recs["jiterator_unary"]["dtype"] == "-"
+    assert "only on cuda" in recs["jiterator_unary"]["detail"]
+
+
+class _FakeRandomOpInfo:
+    """Just what run_one reads of an OpInfo: a random op (wrapped in wrapper_set_seed, as op_db
+    does) whose tpu draws are `scale` times CPU's."""
+
+    def __init__(self, scale: float):
+        self.name, self.variant_test_name, self.supports_autograd = "fake_rand", "", False
+        self.scale = scale
+        self.op = lambda x: wrapper_set_seed(self._draw, x)
+
+    def __call__(self, *args, **kwargs):
+        return self.op(*args, **kwargs)
+
+    def _draw(self, x):
+        r = torch.rand_like(x)
+        return r * self.scale if x.device.type == "tpu" else r
+
+    def sample_inputs(self, device, dtype, requires_grad=False):
+        import types
+
+        yield types.SimpleNamespace(input=torch.zeros(64, dtype=dtype, device=device), args=(),
+                                    kwargs={}, output_process_fn_grad=lambda o: o)
+
+
+def test_distribution_check_catches_a_biased_generator():
+    ok = opinfo.run_one(_FakeRandomOpInfo(1.0), "float32")
+    assert ok["category"] == "pass-native" and ok["check"] == "distribution", ok
+    bad = opinfo.run_one(_FakeRandomOpInfo(1.1), "float32")
+    assert bad["category"] == "mismatch", bad
+    assert "in distribution" in bad["detail"]
+
+
+def test_run_shuffle_bound_tolerates_dependent_values_and_catches_shifts():
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+    # Each run is one value repeated (like dropout3d dropping whole channels): pooled values are
+    # strongly dependent, and a value-level test would reject these equal distributions.
+    same_a = [np.full(100, rng.normal()) for _ in range(60)]
+    same_b = [np.full(100, rng.normal()) for _ in range(60)]
+    assert opinfo._distributions_differ(same_a, same_b, 1e-4, 1e-5) is None
+    a = [rng.normal(size=100) for _ in range(40)]
+    b = [rng.normal(size=100) for _ in range(40)]
+    assert opinfo._distributions_differ(a, b, 1e-4, 1e-5) is None
+    shifted = [x + 0.2 for x in b]
+    assert opinfo._distributions_differ(a, shifted, 1e-4, 1e-5) is not None
+    wider = [x * 1.5 for x in b]
+    assert opinfo._distributions_differ(a, wider, 1e-4, 1e-5) is not None
