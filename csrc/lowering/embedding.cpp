@@ -4,6 +4,7 @@
 // indices) and its gradients.
 #include <c10/util/Exception.h>
 
+#include <cmath>
 #include <limits>
 #include <string>
 
@@ -304,7 +305,57 @@ std::vector<Value> lower_embedding_bag_psw_backward(LoweringContext& ctx) {
   return {coerce(b, b.select(bags.valid, dot, zeros(b, dot.type)), out)};
 }
 
+// embedding_renorm(self, indices, max_norm, norm_type): every row of `self` that `indices`
+// names and whose p-norm exceeds max_norm is scaled by max_norm / (norm + 1e-7), as CPU's
+// in-place kernel does once per distinct index (the in-place op writes this result back).
+std::vector<Value> lower_embedding_renorm(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  const TensorType& out = ctx.out_type();
+  Value table = ctx.tensor(0);
+  Value indices = ctx.tensor(1);
+  double max_norm = ctx.double_arg(2);
+  double p = ctx.double_arg(3);
+  TORCH_CHECK(table.rank() == 2, "embedding_renorm_: self must be 2-D");
+  int64_t v = table.shape()[0], d = table.shape()[1];
+  int64_t n = indices.type.numel();
+  if (n == 0 || out.numel() == 0) return {coerce(b, table, out)};
+  ElementType acc = is_half(table.dtype()) ? ElementType::kF32 : table.dtype();
+  Value x = b.convert(table, acc);
+  Value a = b.unary("stablehlo.abs", x);
+  TensorType scalar(acc, {});
+  Value norm;
+  if (std::isinf(p)) {
+    double init = p > 0 ? 0.0 : std::numeric_limits<double>::infinity();
+    norm = b.reduce_simple(a, b.constant(init, scalar), {1},
+                           p > 0 ? "stablehlo.maximum" : "stablehlo.minimum");
+  } else if (p == 0) {
+    Value nonzero = b.convert(b.compare(a, zeros(b, a.type), shlo::CompareDirection::kNE), acc);
+    norm = b.reduce_simple(nonzero, b.constant(0, scalar), {1}, "stablehlo.add");
+  } else if (p == 1) {
+    norm = b.reduce_simple(a, b.constant(0, scalar), {1}, "stablehlo.add");
+  } else if (p == 2) {
+    norm = b.unary("stablehlo.sqrt",
+                   b.reduce_simple(b.mul(a, a), b.constant(0, scalar), {1}, "stablehlo.add"));
+  } else {
+    Value powered = b.binary("stablehlo.power", a, b.constant(p, a.type));
+    Value sum = b.reduce_simple(powered, b.constant(0, scalar), {1}, "stablehlo.add");
+    norm = b.binary("stablehlo.power", sum, b.constant(1.0 / p, sum.type));
+  }
+  // Which rows the indices name (duplicates count once, as in CPU's sorted unique loop).
+  Value rows = b.reshape(b.convert(indices, ElementType::kS64), {n, 1});
+  Value named = scatter_rows(b, zeros(b, TensorType(acc, {v})), rows,
+                             b.broadcast_to(b.constant(1, scalar), {n}));
+  Value limit = b.constant(max_norm, norm.type);
+  Value over =
+      b.binary("stablehlo.and", b.compare(named, zeros(b, named.type), shlo::CompareDirection::kGT),
+               b.compare(norm, limit, shlo::CompareDirection::kGT));
+  Value scale = b.div(limit, b.add(norm, b.constant(1e-7, norm.type)));
+  scale = b.select(over, scale, b.constant(1, norm.type));
+  return {coerce(b, b.mul(x, b.broadcast_in_dim(scale, {v, d}, {0})), out)};
+}
+
 TORCHTPU_LOWERING("aten::embedding", lower_embedding);
+TORCHTPU_LOWERING("aten::embedding_renorm", lower_embedding_renorm);
 TORCHTPU_LOWERING("aten::embedding_dense_backward", lower_embedding_dense_backward);
 TORCHTPU_LOWERING("aten::_embedding_bag", lower_embedding_bag);
 TORCHTPU_LOWERING("aten::_embedding_bag_forward_only", lower_embedding_bag);
