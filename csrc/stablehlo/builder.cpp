@@ -248,6 +248,12 @@ Value FunctionBuilder::convert(Value a, ElementType to) {
     a = op("stablehlo.real", {a}, a.type.with_dtype(complex_component(a.dtype())));
     if (a.dtype() == to) return a;
   }
+  if (is_float(a.dtype()) && (to == ElementType::kS8 || to == ElementType::kS16 ||
+                              to == ElementType::kU8 || to == ElementType::kU16)) {
+    // PyTorch's CPU kernels cast floats to narrow integers through a 32-bit integer, so values
+    // outside the narrow range wrap (300.0 -> int8 44); XLA's direct convert saturates.
+    a = op("stablehlo.convert", {a}, a.type.with_dtype(ElementType::kS32));
+  }
   return op("stablehlo.convert", {a}, a.type.with_dtype(to));
 }
 
