@@ -3,9 +3,9 @@
 // log(sum exp(l - max)) + max step (max -inf taken as 0), the likelihood from the last two
 // states, and the backward's beta recursion, alpha + beta log-summed per target character, and
 // grad = (exp(lp) - exp(lab + nll - lp)) * grad_out for t < input_length (0 after, and 0 for the
-// whole sample when zero_infinity and the loss is infinite). Time is unrolled (the length of
-// log_probs is static); every step runs over the whole batch, each sample frozen past its
-// input length by masks.
+// whole sample when zero_infinity and the loss is infinite). Each recursion is one
+// stablehlo.while over time, so the program (and its compile time) does not grow with T; every
+// step runs over the whole batch, each sample frozen past its input length by masks.
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
@@ -20,8 +20,9 @@ namespace {
 
 using shlo::CompareDirection;
 
-constexpr int64_t kMaxSteps = 16;
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+// Loop counters and dynamic slice starts.
+const TensorType kIdx(ElementType::kS64, {});
 
 Value lengths_value(LoweringContext& ctx, size_t i, int64_t n) {
   FunctionBuilder& b = ctx.b;
@@ -76,10 +77,6 @@ Ctc setup(LoweringContext& ctx, size_t lp_i, size_t tg_i, size_t il_i, size_t tl
   g.n = lp.shape()[1];
   g.c = lp.shape()[2];
   g.l = l;
-  // Unrolled time compiles slowly on XLA CPU (~30 s for T = 50): longer inputs are left to the
-  // CPU kernel until the recursion moves into a stablehlo.while.
-  TORCH_CHECK_NOT_IMPLEMENTED(g.t <= kMaxSteps, "ctc_loss: torchtpu lowers at most ", kMaxSteps,
-                              " time steps natively (got ", g.t, ")");
   g.ct = lp.dtype() == ElementType::kF64 ? ElementType::kF64 : ElementType::kF32;
   g.lp = b.convert(lp, g.ct);
   g.il = lengths_value(ctx, il_i, g.n);
@@ -144,6 +141,14 @@ Value row(FunctionBuilder& b, const Ctc& g, Value v3, int64_t t) {
   return b.reshape(b.slice(v3, {t, 0, 0}, {t + 1, g.n, g.l}, {1, 1, 1}), {g.n, g.l});
 }
 
+// Row t (a 0-d i64 Value) of a (T, N, L) value, as (N, L).
+Value row_at(FunctionBuilder& b, const Ctc& g, Value v3, Value t) {
+  Value zero = b.constant_int(0, kIdx);
+  Value r = b.op("stablehlo.dynamic_slice", {v3, t, zero, zero}, v3.type.with_shape({1, g.n, g.l}),
+                 "slice_sizes = " + shlo::i64_array({1, g.n, g.l}));
+  return b.reshape(r, {g.n, g.l});
+}
+
 // (N, L) value at s = idx (N), -inf where idx is out of range.
 Value pick(FunctionBuilder& b, Value v, Value idx) {
   TensorType it(ElementType::kS64, v.shape());
@@ -169,18 +174,41 @@ std::vector<Value> lower_ctc_loss(LoweringContext& ctx) {
       b.binary("stablehlo.and", b.compare(s_idx, b.constant_int(1, pt), CompareDirection::kEQ),
                b.compare(tl2, b.constant_int(0, pt), CompareDirection::kGT)));
   Value alpha = b.select(first, row(b, g, g.lpp, 0), ninf);
-  std::vector<Value> rows = {b.reshape(alpha, {g.n, 1, g.l})};
   TensorType nt(ElementType::kS64, {g.n});
   Value last_t = b.sub(g.il, b.constant_int(1, nt));
-  Value final_row = alpha;
-  for (int64_t t = 1; t < g.t; ++t) {
-    Value la3 = b.select(g.skip, shift(b, alpha, 2), ninf);
-    alpha = log3(b, alpha, shift(b, alpha, 1), la3, row(b, g, g.lpp, t));
-    rows.push_back(b.reshape(alpha, {g.n, 1, g.l}));
-    Value is_last = b.broadcast_in_dim(
-        b.compare(last_t, b.constant_int(t, nt), CompareDirection::kEQ), nl.shape, {0});
-    final_row = b.select(is_last, alpha, final_row);
-  }
+  // log_alpha (N, T, L) fills row by row; rows at and past a sample's input length are never
+  // read (the CPU leaves them uninitialized).
+  Value log_alpha = b.dynamic_update_slice(
+      b.constant(kNegInf, TensorType(g.ct, {g.n, g.t, g.l})), b.reshape(alpha, {g.n, 1, g.l}),
+      {b.constant_int(0, kIdx), b.constant_int(0, kIdx), b.constant_int(0, kIdx)});
+  // for t in [1, T): alpha = step(alpha, lpp[t]); final_row = alpha where t == input_length - 1.
+  // Everything the body reads is carried, so the regions capture nothing from above.
+  std::vector<Value> st = b.while_loop(
+      {b.constant_int(1, kIdx), alpha, alpha, log_alpha, g.lpp, g.skip, last_t},
+      [&](FunctionBuilder& ib, const std::vector<Value>& v) {
+        return std::vector<Value>{
+            ib.compare(v[0], ib.constant_int(g.t, kIdx), CompareDirection::kLT)};
+      },
+      [&](FunctionBuilder& ib, const std::vector<Value>& v) {
+        Value t = v[0], a = v[1];
+        Value ninf_i = ib.constant(kNegInf, nl);
+        Value la3 = ib.select(v[5], shift(ib, a, 2), ninf_i);
+        Value next = log3(ib, a, shift(ib, a, 1), la3, row_at(ib, g, v[4], t));
+        Value is_last = ib.broadcast_in_dim(
+            ib.compare(v[6], ib.broadcast_in_dim(t, nt.shape, {}), CompareDirection::kEQ), nl.shape,
+            {0});
+        Value zero = ib.constant_int(0, kIdx);
+        Value la = ib.dynamic_update_slice(v[3], ib.reshape(next, {g.n, 1, g.l}), {zero, t, zero});
+        return std::vector<Value>{ib.add(t, ib.constant_int(1, kIdx)),
+                                  next,
+                                  ib.select(is_last, next, v[2]),
+                                  la,
+                                  v[4],
+                                  v[5],
+                                  v[6]};
+      });
+  Value final_row = st[2];
+  log_alpha = st[3];
   Value two_tl = b.mul(g.tl, b.constant_int(2, nt));
   Value l1 = pick(b, final_row, two_tl);
   Value l2 = pick(b, final_row, b.sub(two_tl, b.constant_int(1, nt)));
@@ -191,8 +219,10 @@ std::vector<Value> lower_ctc_loss(LoweringContext& ctx) {
                                                   b.unary("stablehlo.exponential", b.sub(l2, m)))),
                    m);
   Value empty = b.compare(g.tl, b.constant_int(0, nt), CompareDirection::kEQ);
-  Value nll = b.neg(b.select(empty, l1, ll));
-  Value log_alpha = b.concatenate(rows, 1);
+  // No input at all: likelihood 1 for an empty target, 0 otherwise (as the CPU kernel).
+  Value no_input = b.compare(g.il, b.constant_int(0, nt), CompareDirection::kEQ);
+  Value ll0 = b.select(empty, b.constant(0, vt), b.constant(kNegInf, vt));
+  Value nll = b.neg(b.select(no_input, ll0, b.select(empty, l1, ll)));
   return {coerce(b, nll, ctx.out_type(0)), coerce(b, log_alpha, la_t)};
 }
 
@@ -228,21 +258,35 @@ std::vector<Value> lower_ctc_loss_backward(LoweringContext& ctx) {
           b.pad(g.skip, b.constant(0, TensorType(ElementType::kPred, {})), {0, 0}, {0, 2}, {0, 0}),
           {0, 2}, {g.n, g.l + 2}, {1, 1}));
   Value last_t = b.sub(g.il, b.constant_int(1, nt));
-  std::vector<Value> rows(static_cast<size_t>(g.t));
-  Value beta = ninf;
-  for (int64_t t = g.t - 1; t >= 0; --t) {
-    Value lpp = row(b, g, g.lpp, t);
-    Value lb2 = b.select(lt_end, shift(b, beta, -1), ninf);
-    Value lb3 = b.select(skip_up, shift(b, beta, -2), ninf);
-    Value step = log3(b, beta, lb2, lb3, lpp);
-    Value start = b.select(init_mask, lpp, ninf);
-    Value tn = b.constant_int(t, nt);
-    Value is_last = b.broadcast_in_dim(b.compare(last_t, tn, CompareDirection::kEQ), nl.shape, {0});
-    Value after = b.broadcast_in_dim(b.compare(last_t, tn, CompareDirection::kLT), nl.shape, {0});
-    beta = b.select(is_last, start, b.select(after, ninf, step));
-    rows[static_cast<size_t>(t)] = b.reshape(beta, {1, g.n, g.l});
-  }
-  Value lb = b.concatenate(rows, 0);  // (T, N, L)
+  // for t from T - 1 down to 0: beta = start at t == input_length - 1, -inf after it, else
+  // step(beta); each row lands in lb (T, N, L). All the body reads is carried.
+  std::vector<Value> st = b.while_loop(
+      {b.constant_int(g.t - 1, kIdx), ninf, b.constant(kNegInf, TensorType(g.ct, {g.t, g.n, g.l})),
+       g.lpp, init_mask, lt_end, skip_up, last_t},
+      [&](FunctionBuilder& ib, const std::vector<Value>& v) {
+        return std::vector<Value>{
+            ib.compare(v[0], ib.constant_int(0, kIdx), CompareDirection::kGE)};
+      },
+      [&](FunctionBuilder& ib, const std::vector<Value>& v) {
+        Value t = v[0], beta = v[1];
+        Value ninf_i = ib.constant(kNegInf, nl);
+        Value lpp = row_at(ib, g, v[3], t);
+        Value lb2 = ib.select(v[5], shift(ib, beta, -1), ninf_i);
+        Value lb3 = ib.select(v[6], shift(ib, beta, -2), ninf_i);
+        Value step = log3(ib, beta, lb2, lb3, lpp);
+        Value start = ib.select(v[4], lpp, ninf_i);
+        Value tn = ib.broadcast_in_dim(t, nt.shape, {});
+        Value is_last =
+            ib.broadcast_in_dim(ib.compare(v[7], tn, CompareDirection::kEQ), nl.shape, {0});
+        Value after =
+            ib.broadcast_in_dim(ib.compare(v[7], tn, CompareDirection::kLT), nl.shape, {0});
+        Value next = ib.select(is_last, start, ib.select(after, ninf_i, step));
+        Value zero = ib.constant_int(0, kIdx);
+        Value lb = ib.dynamic_update_slice(v[2], ib.reshape(next, {1, g.n, g.l}), {t, zero, zero});
+        return std::vector<Value>{
+            ib.sub(t, ib.constant_int(1, kIdx)), next, lb, v[3], v[4], v[5], v[6], v[7]};
+      });
+  Value lb = st[2];  // (T, N, L)
   std::vector<int64_t> tnl = {g.t, g.n, g.l};
   Value ab = b.add(b.transpose(la, {1, 0, 2}), lb);
   Value valid_s = b.broadcast_in_dim(b.compare(s_idx, two_tl, CompareDirection::kLE), tnl, {1, 2});
