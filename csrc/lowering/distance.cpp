@@ -130,6 +130,13 @@ std::vector<Value> lower_cdist_backward(LoweringContext& ctx) {
   Value per = dist_grad(b, d, gb, db, p);
   Value r =
       b.reduce_simple(per, b.constant(0, TensorType(ct, {})), {d.rank() - 2}, "stablehlo.add");
+  // x1 broadcast over batch dims it lacks (an empty batch, for one) gets their sum, as the
+  // gradient of an expand does.
+  std::vector<int64_t> extra;
+  for (int64_t i = 0; i < r.rank() - out.rank(); ++i) extra.push_back(i);
+  if (!extra.empty()) {
+    r = b.reduce_simple(r, b.constant(0, TensorType(ct, {})), extra, "stablehlo.add");
+  }
   return {coerce(b, r, out)};
 }
 

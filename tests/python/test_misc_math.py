@@ -163,3 +163,16 @@ def test_hash_tensor():
               torch.tensor([True, False, True])]:
         torch.testing.assert_close(torch.hash_tensor(x.to(DEV)).cpu(), torch.hash_tensor(x))
         torch.testing.assert_close(torch.hash_tensor(x.to(DEV), 0).cpu(), torch.hash_tensor(x, 0))
+
+
+@pytest.mark.parametrize("p", [0.0, 1.0, 2.0, 3.0])
+def test_cdist_backward_with_a_broadcast_empty_batch(p):
+    # x1 has no batch dim and x2 an empty one: x1's gradient is the (empty) sum over that batch.
+    x1 = torch.randn(3, 5, requires_grad=True)
+    x2 = torch.randn(0, 4, 5, requires_grad=True)
+    t1 = x1.detach().to("tpu").requires_grad_()
+    t2 = x2.detach().to("tpu").requires_grad_()
+    torch.cdist(t1, t2, p=p).sum().backward()
+    torch.cdist(x1, x2, p=p).sum().backward()
+    assert t1.grad.shape == x1.grad.shape
+    assert torch.equal(t1.grad.cpu(), x1.grad)
