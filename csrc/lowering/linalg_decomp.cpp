@@ -10,7 +10,10 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <functional>
+#include <limits>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -768,6 +771,72 @@ std::vector<Value> lower_matrix_exp(LoweringContext& ctx) {
   return {coerce(b, res, out)};
 }
 
+// ---- Jacobi sweeps: pair order and stopping ----
+// Both Jacobi methods visit the pairs (p, q), p < q < n, cyclically, one rotation per loop
+// iteration. A sweep with no pair above the tolerance ends the loop (Jacobi converges
+// quadratically, so a sweep after the off-diagonal part has reached rounding level leaves it
+// there); kMaxSweeps caps ill-behaved inputs.
+constexpr int64_t kMaxSweeps = 12;
+
+// Loop state shared by both methods, ahead of their matrices.
+struct SweepState {
+  Value sweep, p, q;
+  Value big;        // i1: some pair of this sweep was above the tolerance
+  Value converged;  // i1: the last full sweep had none
+};
+
+std::vector<Value> sweep_init(FunctionBuilder& b) {
+  TensorType k_t(ElementType::kS64, {}), p_t(ElementType::kPred, {});
+  return {b.constant_int(0, k_t), b.constant_int(0, k_t), b.constant_int(1, k_t),
+          b.constant(0, p_t), b.constant(0, p_t)};
+}
+
+SweepState sweep_state(const std::vector<Value>& st) { return {st[0], st[1], st[2], st[3], st[4]}; }
+
+Value sweep_continue(FunctionBuilder& ib, const std::vector<Value>& st) {
+  SweepState s = sweep_state(st);
+  Value more =
+      ib.compare(s.sweep, ib.constant_int(kMaxSweeps, s.sweep.type), CompareDirection::kLT);
+  return ib.binary("stablehlo.and", more, ib.unary("stablehlo.not", s.converged));
+}
+
+// The next pair after rotating (p, q), where `pair_big` (batch, i1) says the pair was above
+// the tolerance in some batch element; at a sweep's end, converged = no pair was.
+std::vector<Value> sweep_advance(FunctionBuilder& ib, const SweepState& s, Value pair_big,
+                                 int64_t n) {
+  TensorType k_t(ElementType::kS64, {}), p_t(ElementType::kPred, {});
+  Value any = pair_big;
+  if (pair_big.rank() > 0) {
+    any = ib.reduce_simple(pair_big, ib.constant(0, p_t), first_n(pair_big.shape().size()),
+                           "stablehlo.or");
+  }
+  Value big = ib.binary("stablehlo.or", s.big, any);
+  Value k1 = ib.constant_int(1, k_t);
+  Value nq = ib.add(s.q, k1);
+  Value wrap = ib.compare(nq, ib.constant_int(n, k_t), CompareDirection::kGE);
+  Value np = ib.select(wrap, ib.add(s.p, k1), s.p);
+  nq = ib.select(wrap, ib.add(np, k1), nq);
+  Value done = ib.compare(np, ib.constant_int(n - 1, k_t), CompareDirection::kGE);
+  Value sweep = ib.select(done, ib.add(s.sweep, k1), s.sweep);
+  np = ib.select(done, ib.constant_int(0, k_t), np);
+  nq = ib.select(done, k1, nq);
+  Value converged = ib.binary("stablehlo.and", done, ib.unary("stablehlo.not", big));
+  big = ib.select(done, ib.constant(0, p_t), big);
+  return {sweep, np, nq, big, converged};
+}
+
+// |off| above tol * sqrt(|d1 d2|) (Demmel and Veselic's relative test) and above
+// tol * scale (negligible against the whole matrix, so zero or tiny diagonals still stop).
+Value jacobi_big(FunctionBuilder& ib, Value off, Value d1, Value d2, Value scale, int64_t n) {
+  Value tol = ib.constant(
+      static_cast<double>(std::max<int64_t>(n, 4)) * std::numeric_limits<double>::epsilon(),
+      off.type);
+  Value a = ib.unary("stablehlo.abs", off);
+  Value rel = ib.mul(tol, ib.unary("stablehlo.sqrt", ib.unary("stablehlo.abs", ib.mul(d1, d2))));
+  return ib.binary("stablehlo.and", ib.compare(a, rel, CompareDirection::kGT),
+                   ib.compare(a, ib.mul(tol, scale), CompareDirection::kGT));
+}
+
 // ---- SVD: one-sided Jacobi (Hestenes) in f64 ----
 // Columns of A (m >= n; wide inputs use A^T) are orthogonalized pairwise by plane rotations,
 // accumulated in V; sigma_j = ||a_j||, u_j = a_j / sigma_j (0 for sigma_j = 0), sorted
@@ -797,6 +866,50 @@ Value rotate_columns(FunctionBuilder& b, Value x, Value p, Value q, Value c, Val
   return b.select(eq(b, cols, splat(b, q, s)), expand(b, nq, s, r - 1), x);
 }
 
+// The 2x2 problem of pair (p, q) in A: d1, d2 (diagonal) and off (off-diagonal), batch-shaped.
+using PairFn = std::function<std::array<Value, 3>(FunctionBuilder&, Value A, Value p, Value q)>;
+// A after the rotation (c, sn) of pair (p, q).
+using RotateFn =
+    std::function<Value(FunctionBuilder&, Value A, Value p, Value q, Value c, Value sn)>;
+
+// Cyclic Jacobi sweeps on A (V = I accumulates the rotations) until converged or
+// kMaxSweeps; `scale` (batch) is what `off` is negligible against. Returns {A, V}.
+std::pair<Value, Value> jacobi_sweeps(FunctionBuilder& b, Value a, Value scale, int64_t n,
+                                      PairFn pair, RotateFn rotate) {
+  Value v0 = eye(b, TensorType(a.dtype(), with_last2(batch_of(a.shape()), n, n)));
+  if (n < 2) return {a, v0};
+  std::vector<Value> init = sweep_init(b);
+  init.insert(init.end(), {a, v0, scale});
+  auto cond = [](FunctionBuilder& ib, const std::vector<Value>& st) -> std::vector<Value> {
+    return {sweep_continue(ib, st)};
+  };
+  auto body = [=](FunctionBuilder& ib, const std::vector<Value>& st) -> std::vector<Value> {
+    SweepState ss = sweep_state(st);
+    Value p = ss.p, q = ss.q, A = st[5], V = st[6];
+    auto [d1, d2, off] = pair(ib, A, p, q);
+    Value pair_big = jacobi_big(ib, off, d1, d2, st[7], n);
+    // The rotation that zeroes off: t = sign(zeta) / (|zeta| + sqrt(1 + zeta^2)).
+    Value zero = zeros(ib, off.type), one = ib.constant(1, off.type);
+    Value skip = eq(ib, off, zero);
+    Value g = ib.select(skip, one, off);
+    Value zeta = ib.div(ib.sub(d2, d1), ib.mul(ib.constant(2, g.type), g));
+    Value sign = ib.select(ib.compare(zeta, zero, CompareDirection::kGE), one, ib.neg(one));
+    Value t = ib.div(sign, ib.add(ib.unary("stablehlo.abs", zeta),
+                                  ib.unary("stablehlo.sqrt", ib.add(one, ib.mul(zeta, zeta)))));
+    Value c = ib.unary("stablehlo.rsqrt", ib.add(one, ib.mul(t, t)));
+    Value sn = ib.mul(c, t);
+    c = ib.select(skip, one, c);
+    sn = ib.select(skip, zero, sn);
+    A = rotate(ib, A, p, q, c, sn);
+    V = rotate_columns(ib, V, p, q, c, sn);
+    std::vector<Value> next = sweep_advance(ib, ss, pair_big, n);
+    next.insert(next.end(), {A, V, st[7]});
+    return next;
+  };
+  std::vector<Value> res = b.while_loop(init, cond, body);
+  return {res[5], res[6]};
+}
+
 struct Svd {
   Value u, s, v;  // u: batch x m x n, s: batch x n, v: batch x n x n
 };
@@ -806,54 +919,15 @@ Svd jacobi_svd(FunctionBuilder& b, Value a) {
   const size_t r = shape.size();
   const int64_t n = shape[r - 1];
   const Shape batch = batch_of(shape);
-  Value v0 = eye(b, TensorType(a.dtype(), with_last2(batch, n, n)));
-  TensorType k_t(ElementType::kS64, {});
-  const int64_t sweeps = 12;
-  std::vector<Value> init = {b.constant_int(0, k_t), b.constant_int(0, k_t), b.constant_int(1, k_t),
-                             a, v0};
-  std::vector<TensorType> types = {k_t, k_t, k_t, a.type, v0.type};
-  auto cond = [=](FunctionBuilder& ib, const std::vector<Value>& st) -> std::vector<Value> {
-    return {ib.compare(st[0], ib.constant_int(sweeps, k_t), CompareDirection::kLT)};
-  };
-  auto body = [=](FunctionBuilder& ib, const std::vector<Value>& st) -> std::vector<Value> {
-    Value sweep = st[0], p = st[1], q = st[2], A = st[3], V = st[4];
+  // ||A||_F^2 per batch element (rotations keep it), the scale of the column products.
+  Value fro2 = sum_dim(b, sum_dim(b, b.mul(a, a), r - 1), r - 2);
+  auto gram = [](FunctionBuilder& ib, Value A, Value p, Value q) -> std::array<Value, 3> {
     Value ap = column(ib, A, p), aq = column(ib, A, q);
     size_t cd = static_cast<size_t>(ap.rank()) - 1;
-    Value alpha = sum_dim(ib, ib.mul(ap, ap), cd);
-    Value beta = sum_dim(ib, ib.mul(aq, aq), cd);
-    Value gamma = sum_dim(ib, ib.mul(ap, aq), cd);
-    Value zero = zeros(ib, gamma.type), one = ib.constant(1, gamma.type);
-    Value skip = eq(ib, gamma, zero);
-    Value g = ib.select(skip, one, gamma);
-    Value zeta = ib.div(ib.sub(beta, alpha), ib.mul(ib.constant(2, g.type), g));
-    Value sign = ib.select(ib.compare(zeta, zero, CompareDirection::kGE), one, ib.neg(one));
-    Value t = ib.div(sign, ib.add(ib.unary("stablehlo.abs", zeta),
-                                  ib.unary("stablehlo.sqrt", ib.add(one, ib.mul(zeta, zeta)))));
-    Value c = ib.unary("stablehlo.rsqrt", ib.add(one, ib.mul(t, t)));
-    Value sn = ib.mul(c, t);
-    c = ib.select(skip, one, c);
-    sn = ib.select(skip, zero, sn);
-    A = rotate_columns(ib, A, p, q, c, sn);
-    V = rotate_columns(ib, V, p, q, c, sn);
-    // next pair (p, q), p < q < n; a new sweep after (n-2, n-1)
-    Value k1 = ib.constant_int(1, k_t);
-    Value nq = ib.add(q, k1);
-    Value wrap = ib.compare(nq, ib.constant_int(n, k_t), CompareDirection::kGE);
-    Value np = ib.select(wrap, ib.add(p, k1), p);
-    nq = ib.select(wrap, ib.add(np, k1), nq);
-    Value done = ib.compare(np, ib.constant_int(n - 1, k_t), CompareDirection::kGE);
-    sweep = ib.select(done, ib.add(sweep, k1), sweep);
-    np = ib.select(done, ib.constant_int(0, k_t), np);
-    nq = ib.select(done, k1, nq);
-    return {sweep, np, nq, A, V};
+    return {sum_dim(ib, ib.mul(ap, ap), cd), sum_dim(ib, ib.mul(aq, aq), cd),
+            sum_dim(ib, ib.mul(ap, aq), cd)};
   };
-  std::vector<Value> res;
-  if (n < 2) {
-    res = {Value{}, Value{}, Value{}, a, v0};
-  } else {
-    res = b.op_multi("stablehlo.while", init, types, "", {{types, cond}, {types, body}});
-  }
-  Value A = res[3], V = res[4];
+  auto [A, V] = jacobi_sweeps(b, a, fro2, n, gram, rotate_columns);
   Value sig = b.unary("stablehlo.sqrt", sum_dim(b, b.mul(A, A), r - 2));  // batch x n
   Value nz = b.compare(sig, zeros(b, sig.type), CompareDirection::kGT);
   Value safe = b.select(nz, sig, b.constant(1, sig.type));
@@ -956,17 +1030,9 @@ std::vector<Value> lower_linalg_eigh(LoweringContext& ctx) {
   Value strict = triangle(b, a, lower, lower ? -1 : 1);
   a = b.add(tri, transpose_last2(b, strict));
   const Shape batch = batch_of(shape);
-  Value v0 = eye(b, a.type);
-  TensorType k_t(ElementType::kS64, {});
-  const int64_t sweeps = 12;
-  std::vector<Value> init = {b.constant_int(0, k_t), b.constant_int(0, k_t), b.constant_int(1, k_t),
-                             a, v0};
-  std::vector<TensorType> types = {k_t, k_t, k_t, a.type, v0.type};
-  auto cond = [=](FunctionBuilder& ib, const std::vector<Value>& st) -> std::vector<Value> {
-    return {ib.compare(st[0], ib.constant_int(sweeps, k_t), CompareDirection::kLT)};
-  };
-  auto body = [=](FunctionBuilder& ib, const std::vector<Value>& st) -> std::vector<Value> {
-    Value sweep = st[0], p = st[1], q = st[2], A = st[3], V = st[4];
+  // ||A||_F per batch element (rotations keep it), the scale of the entries.
+  Value fro = b.unary("stablehlo.sqrt", sum_dim(b, sum_dim(b, b.mul(a, a), r - 1), r - 2));
+  auto gram = [](FunctionBuilder& ib, Value A, Value p, Value q) -> std::array<Value, 3> {
     Value ap = column(ib, A, p), aq = column(ib, A, q);
     const Shape cs = ap.shape();
     size_t cd = cs.size() - 1;
@@ -974,39 +1040,14 @@ std::vector<Value> lower_linalg_eigh(LoweringContext& ctx) {
     auto pick = [&](Value col, Value idx) {
       return sum_dim(ib, ib.select(eq(ib, rv, splat(ib, idx, cs)), col, zeros(ib, col.type)), cd);
     };
-    Value app = pick(ap, p), aqq = pick(aq, q), apq = pick(aq, p);
-    Value zero = zeros(ib, app.type), one = ib.constant(1, app.type);
-    Value skip = eq(ib, apq, zero);
-    Value g = ib.select(skip, one, apq);
-    Value theta = ib.div(ib.sub(aqq, app), ib.mul(ib.constant(2, g.type), g));
-    Value sign = ib.select(ib.compare(theta, zero, CompareDirection::kGE), one, ib.neg(one));
-    Value t = ib.div(sign, ib.add(ib.unary("stablehlo.abs", theta),
-                                  ib.unary("stablehlo.sqrt", ib.add(one, ib.mul(theta, theta)))));
-    Value c = ib.unary("stablehlo.rsqrt", ib.add(one, ib.mul(t, t)));
-    Value sn = ib.mul(c, t);
-    c = ib.select(skip, one, c);
-    sn = ib.select(skip, zero, sn);
-    A = rotate_columns(ib, A, p, q, c, sn);
-    A = transpose_last2(ib, rotate_columns(ib, transpose_last2(ib, A), p, q, c, sn));
-    V = rotate_columns(ib, V, p, q, c, sn);
-    Value k1 = ib.constant_int(1, k_t);
-    Value nq = ib.add(q, k1);
-    Value wrap = ib.compare(nq, ib.constant_int(n, k_t), CompareDirection::kGE);
-    Value np = ib.select(wrap, ib.add(p, k1), p);
-    nq = ib.select(wrap, ib.add(np, k1), nq);
-    Value done = ib.compare(np, ib.constant_int(n - 1, k_t), CompareDirection::kGE);
-    sweep = ib.select(done, ib.add(sweep, k1), sweep);
-    np = ib.select(done, ib.constant_int(0, k_t), np);
-    nq = ib.select(done, k1, nq);
-    return {sweep, np, nq, A, V};
+    return {pick(ap, p), pick(aq, q), pick(aq, p)};
   };
-  Value A = a, V = v0;
-  if (n >= 2) {
-    std::vector<Value> res =
-        b.op_multi("stablehlo.while", init, types, "", {{types, cond}, {types, body}});
-    A = res[3];
-    V = res[4];
-  }
+  // Two-sided: rotate the columns, then the rows.
+  auto rotate = [](FunctionBuilder& ib, Value A, Value p, Value q, Value c, Value sn) {
+    A = rotate_columns(ib, A, p, q, c, sn);
+    return transpose_last2(ib, rotate_columns(ib, transpose_last2(ib, A), p, q, c, sn));
+  };
+  auto [A, V] = jacobi_sweeps(b, a, fro, n, gram, rotate);
   Value rows = iota_s64(b, shape, r - 2), cols = iota_s64(b, shape, r - 1);
   Value w = sum_dim(b, b.select(eq(b, rows, cols), A, zeros(b, A.type)), r - 1);  // batch x n
   // ascending order (stable) as a permutation matrix

@@ -187,3 +187,40 @@ def test_ctc_loss_all_targets_empty_and_zero_input_length():
         torch.testing.assert_close(res[1][0], res[0][0])
         torch.testing.assert_close(res[1][1], res[0][1], equal_nan=True)
     assert new_fallbacks(before) == {}
+
+
+# ---- Jacobi svd/eigh: the sweep loop stops on convergence ----
+
+
+def _jacobi_inputs(n, dtype):
+    g = torch.Generator().manual_seed(n)
+    a = torch.randn(n, n, generator=g, dtype=torch.float64)
+    u = torch.randn(n, 1, generator=g, dtype=torch.float64)
+    cases = {
+        "random": a,
+        "zero": torch.zeros(n, n, dtype=torch.float64),
+        "diagonal": torch.diag(torch.arange(n, 0, -1, dtype=torch.float64)),
+        "identity": torch.eye(n, dtype=torch.float64),
+        "rank1": u @ u.T,
+        "graded": a * torch.logspace(-8, 8, n, dtype=torch.float64),
+    }
+    return {k: v.to(dtype) for k, v in cases.items()}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("n", [2, 5, 16])
+def test_jacobi_svd_eigh_converged_inputs(n, dtype):
+    tol = dict(rtol=2e-5, atol=2e-5) if dtype == torch.float32 else dict(rtol=1e-10, atol=1e-10)
+    before = fallback_counts()
+    for name, a in _jacobi_inputs(n, dtype).items():
+        scale = max(a.abs().max().item(), 1.0)
+        u, s, vh = (t.cpu() for t in torch.linalg.svd(a.to(DEV)))
+        torch.testing.assert_close(s / scale, torch.linalg.svdvals(a) / scale, **tol, msg=name)
+        torch.testing.assert_close((u * s) @ vh / scale, a / scale, **tol, msg=name)
+        torch.testing.assert_close(u.T @ u, torch.eye(n, dtype=dtype), **tol, msg=name)
+        sym = a + a.T
+        w, v = (t.cpu() for t in torch.linalg.eigh(sym.to(DEV)))
+        torch.testing.assert_close(w / scale, torch.linalg.eigvalsh(sym) / scale, **tol, msg=name)
+        torch.testing.assert_close((v * w) @ v.T / scale, sym / scale, **tol, msg=name)
+        torch.testing.assert_close(v.T @ v, torch.eye(n, dtype=dtype), **tol, msg=name)
+    assert new_fallbacks(before) == {}
