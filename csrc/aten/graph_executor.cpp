@@ -235,7 +235,17 @@ std::shared_ptr<GraphExecutable::Entry> GraphExecutable::build(
         c10::Scalar s = a.constant.toScalar();
         TensorType t(scalar_element_type(s, state.any_f64), {});
         la.kind = LArg::Kind::kScalar;
-        la.value = s.isIntegral(true) ? b.constant_int(s.toLong(), t) : b.constant(s.toDouble(), t);
+        if (s.isComplex()) {
+          // A complex literal (`x * 0.5j`): built from its two parts, which builder constants
+          // (real splats) cannot express in one.
+          c10::complex<double> c = s.toComplexDouble();
+          TensorType part(shlo::complex_component(t.dtype), {});
+          la.value = b.op("stablehlo.complex",
+                          {b.constant(c.real(), part), b.constant(c.imag(), part)}, t);
+        } else {
+          la.value =
+              s.isIntegral(true) ? b.constant_int(s.toLong(), t) : b.constant(s.toDouble(), t);
+        }
         la.ivalue = a.constant;
       } else if (a.kind == GraphArg::Kind::kConst) {
         la.kind = LArg::Kind::kConst;

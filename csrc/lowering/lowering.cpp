@@ -25,11 +25,12 @@ std::mutex& table_mutex() {
   return m;
 }
 
-enum class Category { kBool = 0, kInt = 1, kFloat = 2 };
+enum class Category { kBool = 0, kInt = 1, kFloat = 2, kComplex = 3 };
 
 Category category(c10::ScalarType t) {
   if (t == c10::kBool) return Category::kBool;
   if (c10::isIntegralType(t, /*includeBool=*/false)) return Category::kInt;
+  if (c10::isComplexType(t)) return Category::kComplex;
   return Category::kFloat;
 }
 
@@ -146,9 +147,14 @@ c10::ScalarType LoweringContext::promoted_type(const std::vector<size_t>& indice
     const LArg& a = arg(i);
     if (a.kind == LArg::Kind::kScalar) {
       const c10::IValue& s = a.ivalue;
-      c10::ScalarType t = s.isDouble() ? c10::typeMetaToScalarType(c10::get_default_dtype())
-                          : s.isBool() ? c10::kBool
-                                       : c10::kLong;
+      // A complex Python scalar promotes a real tensor to complex (x == 1+2j compares in
+      // complex64); taking it for an int would drop its imaginary part.
+      c10::ScalarType t =
+          s.isDouble() ? c10::typeMetaToScalarType(c10::get_default_dtype())
+          : s.isComplexDouble()
+              ? c10::toComplexType(c10::typeMetaToScalarType(c10::get_default_dtype()))
+          : s.isBool() ? c10::kBool
+                       : c10::kLong;
       wrapped_t = merge(wrapped_t, t);
     } else if (a.kind == LArg::Kind::kTensor) {
       c10::ScalarType t = to_scalar_type(a.value.dtype());
@@ -163,6 +169,11 @@ c10::ScalarType LoweringContext::promoted_type(const std::vector<size_t>& indice
     if (higher == c10::ScalarType::Undefined) return lower;
     if (lower == c10::ScalarType::Undefined) return higher;
     if (category(lower) > category(higher)) {
+      // As at::native combine_categories: a complex lower tier keeps a float higher tier's
+      // precision (f32 tensor == 1+2j compares in complex64).
+      if (category(lower) == Category::kComplex && category(higher) == Category::kFloat) {
+        return c10::toComplexType(higher);
+      }
       // A float Python scalar with int tensors gives the default dtype, not double.
       return lower;
     }

@@ -43,12 +43,15 @@ GraphArg to_graph_arg(py::handle obj, const c10::TypePtr& type) {
     c10::TypePtr base = type;
     if (auto opt = base->cast<c10::OptionalType>()) base = opt->getElementType();
     py::handle v = t[1];
+    const bool is_complex = PyComplex_Check(v.ptr());
     if (base->kind() == c10::TypeKind::TensorType &&
         (py::isinstance<py::bool_>(v) || py::isinstance<py::int_>(v) ||
-         py::isinstance<py::float_>(v))) {
-      // Decompositions pass Python numbers where the schema says Tensor: a wrapped number.
+         py::isinstance<py::float_>(v) || is_complex)) {
+      // Decompositions pass Python numbers where the schema says Tensor: a wrapped number
+      // (`x * 0.5j` traces to mul.Tensor(x, 0.5j)).
       a.constant = py::isinstance<py::bool_>(v)  ? c10::IValue(py::cast<bool>(v))
                    : py::isinstance<py::int_>(v) ? c10::IValue(py::cast<int64_t>(v))
+                   : is_complex                  ? c10::IValue(py::cast<c10::complex<double>>(v))
                                                  : c10::IValue(py::cast<double>(v));
     } else {
       a.constant = torch::jit::toIValue(v, type);
