@@ -635,19 +635,40 @@ void resolve_math_bits(const c10::OperatorHandle& op, torch::jit::Stack* stack) 
 
 // Lowerings written for real dtypes may drop an imaginary part silently, so a complex operand
 // (tensor, tensor list, Scalar or dtype=) takes the CPU fallback unless the op's lowering is
-// known to handle complex values (tests/python/test_complex.py checks these against CPU).
+// known to handle complex values (tests/python/test_complex_ops.py checks each against CPU).
 bool complex_capable(const std::string& lowering_name) {
   static const std::unordered_set<std::string> ok = {
-      "aten::copy",     "aten::clone",      "aten::_to_copy", "torchtpu::contiguous_copy",
-      "aten::fill",     "aten::zero",       "aten::_fft_c2c", "aten::_fft_r2c",
-      "aten::_fft_c2r", "aten::complex",    "aten::polar",    "aten::conj_physical",
-      "aten::abs",      "aten::angle",      "aten::sgn",      "aten::add",
-      "aten::sub",      "aten::mul",        "aten::div",      "aten::neg",
-      "aten::sum",      "aten::mean",       "aten::exp",      "aten::log",
-      "aten::sqrt",     "aten::reciprocal", "aten::mm",       "aten::bmm",
-      "aten::cat",      "aten::index",      "aten::where",    "aten::tanh",
-      "aten::sin",      "aten::cos",        "aten::prod",     "aten::sigmoid",
-      "aten::eq",       "aten::ne",         "aten::isfinite", "aten::constant_pad_nd"};
+      // data movement and creation (dtype-agnostic)
+      "aten::copy", "aten::clone", "aten::_to_copy", "torchtpu::contiguous_copy", "aten::fill",
+      "aten::zero", "aten::cat", "aten::stack", "aten::index", "aten::index_select", "aten::gather",
+      "aten::where", "aten::masked_fill", "aten::flip", "aten::roll", "aten::constant_pad_nd",
+      "aten::repeat", "aten::tril", "aten::triu", "aten::index_put", "aten::scatter",
+      "aten::scatter_add",
+      // views and factories as compiled graphs lower them (values there, dtype-agnostic)
+      "aten::view", "aten::_unsafe_view", "aten::reshape", "aten::squeeze", "aten::unsqueeze",
+      "aten::flatten", "aten::alias", "aten::detach", "aten::expand", "aten::permute",
+      "aten::slice", "aten::select", "aten::diagonal", "aten::split_with_sizes",
+      "aten::slice_scatter", "aten::full", "aten::full_like", "aten::scalar_tensor",
+      "aten::view_as_real", "aten::view_as_complex",
+      // complex construction, FFT
+      "aten::_fft_c2c", "aten::_fft_r2c", "aten::_fft_c2r", "aten::complex", "aten::polar",
+      "aten::conj_physical", "aten::abs", "aten::angle", "aten::sgn",
+      // arithmetic
+      "aten::add", "aten::sub", "aten::rsub", "aten::mul", "aten::div", "aten::neg",
+      "aten::reciprocal", "aten::pow", "aten::addcmul", "aten::addcdiv",
+      // transcendental (complex formulas in XLA / CHLO)
+      "aten::exp", "aten::expm1", "aten::log", "aten::log1p", "aten::log2", "aten::log10",
+      "aten::sqrt", "aten::rsqrt", "aten::sin", "aten::cos", "aten::tan", "aten::sinh",
+      "aten::cosh", "aten::tanh", "aten::asin", "aten::acos", "aten::atan", "aten::asinh",
+      "aten::acosh", "aten::atanh", "aten::sigmoid",
+      // predicates and comparisons
+      "aten::eq", "aten::ne", "aten::isnan", "aten::isinf", "aten::isfinite",
+      // reductions (var/std/norms give real results)
+      "aten::sum", "aten::mean", "aten::prod", "aten::cumsum", "aten::cumprod", "aten::var",
+      "aten::std", "aten::var_mean", "aten::std_mean", "aten::linalg_vector_norm", "aten::norm",
+      // products
+      "aten::mm", "aten::bmm", "aten::dot", "aten::vdot", "aten::mv", "aten::addmm", "aten::addmv",
+      "aten::baddbmm", "aten::addbmm", "aten::addr"};
   return ok.count(lowering_name.substr(0, lowering_name.find('.'))) > 0;
 }
 

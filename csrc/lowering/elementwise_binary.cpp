@@ -37,15 +37,6 @@ Value is_inf(FunctionBuilder& b, Value x) {
   return cmp(b, b.unary("stablehlo.abs", x), inf, CompareDirection::kEQ);
 }
 
-// Sign bit of a float, so -0.0 and -NaN count as negative like std::signbit.
-Value signbit(FunctionBuilder& b, Value x) {
-  if (!is_fp(x.dtype())) return lt0(b, x);
-  ElementType bits = shlo::bit_width(x.dtype()) == 16   ? ElementType::kS16
-                     : shlo::bit_width(x.dtype()) == 32 ? ElementType::kS32
-                                                        : ElementType::kS64;
-  return lt0(b, b.bitcast_convert(x, bits));
-}
-
 Value finish(LoweringContext& ctx, Value v) { return coerce(ctx.b, v, ctx.out_type()); }
 
 // The dtype the op computes in: the result dtype, widened per opmath.
@@ -153,8 +144,36 @@ std::vector<Value> lower_div_mode(LoweringContext& ctx) {
   return {finish(ctx, floor_div(ctx.b, x, y))};
 }
 
+// Float and complex power is XLA's (complex: exp(y * log(x)) with 0^y handled); integers need
+// PyTorch's negative-exponent rule.
 Value pow_any(FunctionBuilder& b, Value x, Value y) {
-  return is_fp(x.dtype()) ? b.binary("stablehlo.power", x, y) : pow_int(b, x, y);
+  return is_fp(x.dtype()) || shlo::is_complex(x.dtype()) ? b.binary("stablehlo.power", x, y)
+                                                         : pow_int(b, x, y);
+}
+
+// pow(complex tensor, Scalar) as CPU's pow_tensor_scalar: exponents 0 and 1 fill and copy,
+// 2, 3 and -2 multiply, 0.5, -0.5 and -1 take sqrt, rsqrt and reciprocal; their values at
+// infinities and zeros differ from exp(y log x) (CPU's (1 + inf j)^2 is -inf + inf j). The
+// exponent is a runtime value, so the special case is selected at run time.
+Value pow_complex_scalar(FunctionBuilder& b, Value x, Value y) {
+  Value r = b.binary("stablehlo.power", x, y);
+  auto when = [&](double e, Value v) {
+    r = b.select(cmp(b, y, cst(b, e, y), CompareDirection::kEQ), v, r);
+  };
+  Value one = cst(b, 1, x), x2 = b.mul(x, x);
+  when(2, x2);
+  when(3, b.mul(x2, x));
+  when(-2, b.div(one, x2));
+  when(0.5, signed_zero_cut(unary_fn("stablehlo.sqrt"), Cut::kRealAxis)(b, x));
+  when(-0.5, signed_zero_cut(unary_fn("stablehlo.rsqrt"), Cut::kRealAxis)(b, x));
+  when(-1, b.div(one, x));
+  when(1, x);
+  when(0, one);
+  return r;
+}
+
+Value pow_tensor_scalar(FunctionBuilder& b, Value x, Value y) {
+  return shlo::is_complex(x.dtype()) ? pow_complex_scalar(b, x, y) : pow_any(b, x, y);
 }
 
 Value fmax_fn(FunctionBuilder& b, Value x, Value y) {
@@ -272,7 +291,7 @@ LoweringFn reject_bool_pow(LoweringFn fn) {
 }
 
 TORCHTPU_LOWERING("aten::pow.Tensor_Tensor", reject_bool_pow(binary_fn(pow_any)));
-TORCHTPU_LOWERING("aten::pow.Tensor_Scalar", reject_bool_pow(binary_fn(pow_any)));
+TORCHTPU_LOWERING("aten::pow.Tensor_Scalar", reject_bool_pow(binary_fn(pow_tensor_scalar)));
 TORCHTPU_LOWERING("aten::pow.Scalar", reject_bool_pow(binary_fn(pow_any)));
 TORCHTPU_LOWERING("aten::atan2", binary_op("stablehlo.atan2"));
 TORCHTPU_LOWERING("aten::maximum", binary_fn(max_nan));

@@ -27,15 +27,6 @@ Value trunc_float(FunctionBuilder& b, Value x) {
   return b.select(lt0(b, x), b.unary("stablehlo.ceil", x), b.unary("stablehlo.floor", x));
 }
 
-// Sign bit of a float, so -0.0 and -NaN count as negative like std::signbit.
-Value signbit(FunctionBuilder& b, Value x) {
-  if (!is_fp(x.dtype())) return lt0(b, x);
-  ElementType bits = shlo::bit_width(x.dtype()) == 16   ? ElementType::kS16
-                     : shlo::bit_width(x.dtype()) == 32 ? ElementType::kS32
-                                                        : ElementType::kS64;
-  return lt0(b, b.bitcast_convert(x, bits));
-}
-
 // XLA's chlo.erf saturates at 1 - 3 ulp (erf(inf) = 0.99999982 in f32); 1 - erfc(|x|) is
 // exact there, and gelu(-inf) = -inf * (1 + erf(-inf)) must be NaN as in PyTorch.
 Value erf_accurate(FunctionBuilder& b, Value x) {
@@ -66,8 +57,6 @@ Value input(LoweringContext& ctx, ElementType dt) {
 
 Value finish(LoweringContext& ctx, Value v) { return coerce(ctx.b, v, ctx.out_type()); }
 
-using UnaryFn = std::function<Value(FunctionBuilder&, Value)>;
-
 // f(x) evaluated in the result's opmath dtype (integer inputs convert to the float result).
 LoweringFn float_math(UnaryFn f) {
   return [f](LoweringContext& ctx) -> std::vector<Value> {
@@ -75,9 +64,53 @@ LoweringFn float_math(UnaryFn f) {
   };
 }
 
-LoweringFn float_op(const char* name) {
-  std::string op = name;
-  return float_math([op](FunctionBuilder& b, Value x) { return b.unary(op, x); });
+LoweringFn float_op(const char* name) { return float_math(unary_fn(name)); }
+
+// ---- complex formulas where XLA's own differ from CPU ----
+
+// x * cosh(t), or x * sinh(t), for the complex sin/cos/sinh/cosh below. Unlike XLA's complex
+// sine, whose e^b - e^-b cancels (sin(1e-8 + 1e-8j) loses its imaginary part), chlo.sinh is
+// accurate near 0. For |t| > 20, cosh(t) and |sinh(t)| are e^|t| / 2 to working precision and
+// are applied as two half-exponent factors, so a finite product does not overflow (as CPU's
+// csin). A zero x gives an exact signed zero, as C99 specifies, even where cosh(t) is inf.
+Value times_hyperbolic(FunctionBuilder& b, Value x, Value t, bool sinh) {
+  Value direct = b.mul(x, b.unary(sinh ? "chlo.sinh" : "chlo.cosh", t));
+  Value at = b.unary("stablehlo.abs", t);
+  Value h = b.unary("stablehlo.exponential", b.mul(at, cst(b, 0.5, t)));
+  Value scaled = b.mul(b.mul(b.mul(x, cst(b, 0.5, x)), h), h);
+  if (sinh) scaled = b.select(signbit(b, t), b.neg(scaled), scaled);
+  Value r = b.select(cmp(b, at, cst(b, 20, t), CompareDirection::kGT), scaled, direct);
+  Value zero_result = sinh ? b.select(signbit(b, t), b.neg(x), x) : x;
+  return b.select(cmp(b, x, cst(b, 0, x), CompareDirection::kEQ), zero_result, r);
+}
+
+enum class Trig { kSin, kCos, kSinh, kCosh };
+
+// sin/cos/sinh/cosh: XLA's op for real x; for z = a + bi the textbook part formulas,
+//   sin z = sin a cosh b + i cos a sinh b      cos z = cos a cosh b - i sin a sinh b
+//   sinh z = sinh a cos b + i cosh a sin b     cosh z = cosh a cos b + i sinh a sin b
+UnaryFn trig(Trig f) {
+  return [f](FunctionBuilder& b, Value z) -> Value {
+    if (!shlo::is_complex(z.dtype())) {
+      const char* op = f == Trig::kSin    ? "stablehlo.sine"
+                       : f == Trig::kCos  ? "stablehlo.cosine"
+                       : f == Trig::kSinh ? "chlo.sinh"
+                                          : "chlo.cosh";
+      return b.unary(op, z);
+    }
+    Value a = real_part(b, z), y = imag_part(b, z);
+    Value re, im;
+    if (f == Trig::kSin || f == Trig::kCos) {
+      Value sa = b.unary("stablehlo.sine", a), ca = b.unary("stablehlo.cosine", a);
+      re = times_hyperbolic(b, f == Trig::kSin ? sa : ca, y, false);
+      im = times_hyperbolic(b, f == Trig::kSin ? ca : b.neg(sa), y, true);
+    } else {
+      Value sy = b.unary("stablehlo.sine", y), cy = b.unary("stablehlo.cosine", y);
+      re = times_hyperbolic(b, cy, a, f == Trig::kSinh);
+      im = times_hyperbolic(b, sy, a, f == Trig::kCosh);
+    }
+    return make_complex(b, re, im, z.dtype());
+  };
 }
 
 // Exact on floats and the identity on integers and bool (floor, ceil, round, trunc).
@@ -88,10 +121,23 @@ LoweringFn integral_identity(UnaryFn f) {
   };
 }
 
+// How a float predicate extends to complex values: CPU's isnan/isinf hold when either part
+// does, isfinite when both do; isposinf/isneginf refuse complex input.
+enum class OnComplex { kEitherPart, kBothParts, kReject };
+
 // A predicate on the input in its own dtype; `int_value` is the answer for integers and bool.
-LoweringFn float_predicate(UnaryFn f, bool int_value) {
-  return [f, int_value](LoweringContext& ctx) -> std::vector<Value> {
+LoweringFn float_predicate(UnaryFn f, bool int_value, OnComplex on_complex = OnComplex::kReject) {
+  return [f, int_value, on_complex](LoweringContext& ctx) -> std::vector<Value> {
     Value x = ctx.tensor(0);
+    if (shlo::is_complex(x.dtype())) {
+      TORCH_CHECK(on_complex != OnComplex::kReject, ctx.schema().name(),
+                  " does not support complex inputs.");
+      FunctionBuilder& b = ctx.b;
+      Value re = f(b, real_part(b, x)), im = f(b, imag_part(b, x));
+      return {finish(ctx, on_complex == OnComplex::kEitherPart
+                              ? lor(b, re, im)
+                              : b.binary("stablehlo.and", re, im))};
+    }
     if (!is_fp(x.dtype())) return {full_like_type(ctx.b, int_value ? 1 : 0, ctx.out_type())};
     return {finish(ctx, f(ctx.b, x))};
   };
@@ -99,11 +145,7 @@ LoweringFn float_predicate(UnaryFn f, bool int_value) {
 
 std::vector<Value> lower_abs(LoweringContext& ctx) {
   if (shlo::is_complex(ctx.tensor(0).dtype())) {  // |z|, a real result
-    Value z = ctx.tensor(0);
-    return {coerce(
-        ctx.b,
-        ctx.b.op("stablehlo.abs", {z}, z.type.with_dtype(shlo::complex_component(z.dtype()))),
-        ctx.out_type())};
+    return {coerce(ctx.b, complex_abs(ctx.b, ctx.tensor(0)), ctx.out_type())};
   }
   Value x = input(ctx, ctx.out_type().dtype);
   if (shlo::is_unsigned_int(x.dtype()) || x.dtype() == ElementType::kPred) return {x};
@@ -118,12 +160,15 @@ std::vector<Value> lower_neg(LoweringContext& ctx) {
 std::vector<Value> lower_sign(LoweringContext& ctx) {
   FunctionBuilder& b = ctx.b;
   Value x = input(ctx, ctx.out_type().dtype);
-  if (shlo::is_complex(x.dtype())) {  // sgn: z / |z|, 0 at 0
-    Value mag = b.op("stablehlo.abs", {x}, x.type.with_dtype(shlo::complex_component(x.dtype())));
+  if (shlo::is_complex(x.dtype())) {
+    // sgn: z / |z| part by part, as CPU divides by the real |z| (sgn(inf + 0j) = NaN + 0j); 0 at 0.
+    Value mag = complex_abs(b, x);
     Value zero = cst(b, 0, mag);
     Value is0 = cmp(b, mag, zero, CompareDirection::kEQ);
     Value safe = b.select(is0, cst(b, 1, mag), mag);
-    return {b.select(is0, cst(b, 0, x), b.div(x, b.convert(safe, x.dtype())))};
+    Value r =
+        make_complex(b, b.div(real_part(b, x), safe), b.div(imag_part(b, x), safe), x.dtype());
+    return {b.select(is0, cst(b, 0, x), r)};
   }
   if (x.dtype() == ElementType::kPred) return {x};
   Value pos = b.convert(cmp(b, x, cst(b, 0, x), CompareDirection::kGT), x.dtype());
@@ -207,8 +252,14 @@ std::vector<Value> lower_square(LoweringContext& ctx) {
   return {finish(ctx, ctx.b.mul(x, x))};
 }
 
+// log(x) / ln(base). A complex log is scaled part by part: a complex product would turn
+// log(0) = -inf + 0j into -inf + NaN j.
 Value log_scaled(FunctionBuilder& b, Value x, double inv_ln_base) {
-  return b.mul(b.unary("stablehlo.log", x), cst(b, inv_ln_base, x));
+  Value l = b.unary("stablehlo.log", x);
+  if (!shlo::is_complex(x.dtype())) return b.mul(l, cst(b, inv_ln_base, l));
+  Value re = real_part(b, l), im = imag_part(b, l);
+  return make_complex(b, b.mul(re, cst(b, inv_ln_base, re)), b.mul(im, cst(b, inv_ln_base, im)),
+                      x.dtype());
 }
 
 TORCHTPU_LOWERING("aten::abs", reject_bool_result("abs_cpu", lower_abs));
@@ -228,23 +279,28 @@ TORCHTPU_LOWERING("aten::log10", float_math([](FunctionBuilder& b, Value x) {
                     return log_scaled(b, x, 0.43429448190325176);
                   }));
 TORCHTPU_LOWERING("aten::log1p", float_op("stablehlo.log_plus_one"));
-TORCHTPU_LOWERING("aten::sqrt", float_op("stablehlo.sqrt"));
-TORCHTPU_LOWERING("aten::rsqrt", float_op("stablehlo.rsqrt"));
+TORCHTPU_LOWERING("aten::sqrt",
+                  float_math(signed_zero_cut(unary_fn("stablehlo.sqrt"), Cut::kRealAxis)));
+TORCHTPU_LOWERING("aten::rsqrt",
+                  float_math(signed_zero_cut(unary_fn("stablehlo.rsqrt"), Cut::kRealAxis)));
 TORCHTPU_LOWERING("aten::reciprocal",
                   float_math([](FunctionBuilder& b, Value x) { return b.div(cst(b, 1, x), x); }));
-TORCHTPU_LOWERING("aten::sin", float_op("stablehlo.sine"));
-TORCHTPU_LOWERING("aten::cos", float_op("stablehlo.cosine"));
+TORCHTPU_LOWERING("aten::sin", float_math(trig(Trig::kSin)));
+TORCHTPU_LOWERING("aten::cos", float_math(trig(Trig::kCos)));
 TORCHTPU_LOWERING("aten::tan", float_op("stablehlo.tan"));
 TORCHTPU_LOWERING("aten::tanh", float_op("stablehlo.tanh"));
 TORCHTPU_LOWERING("aten::sigmoid", float_op("stablehlo.logistic"));
-TORCHTPU_LOWERING("aten::asin", float_op("chlo.asin"));
-TORCHTPU_LOWERING("aten::acos", float_op("chlo.acos"));
-TORCHTPU_LOWERING("aten::atan", float_op("chlo.atan"));
-TORCHTPU_LOWERING("aten::sinh", float_op("chlo.sinh"));
-TORCHTPU_LOWERING("aten::cosh", float_op("chlo.cosh"));
-TORCHTPU_LOWERING("aten::asinh", float_op("chlo.asinh"));
-TORCHTPU_LOWERING("aten::acosh", float_op("chlo.acosh"));
-TORCHTPU_LOWERING("aten::atanh", float_op("chlo.atanh"));
+TORCHTPU_LOWERING("aten::asin", float_math(signed_zero_cut(unary_fn("chlo.asin"), Cut::kRealAxis)));
+TORCHTPU_LOWERING("aten::acos", float_math(signed_zero_cut(unary_fn("chlo.acos"), Cut::kRealAxis)));
+TORCHTPU_LOWERING("aten::atan", float_math(signed_zero_cut(unary_fn("chlo.atan"), Cut::kImagAxis)));
+TORCHTPU_LOWERING("aten::sinh", float_math(trig(Trig::kSinh)));
+TORCHTPU_LOWERING("aten::cosh", float_math(trig(Trig::kCosh)));
+TORCHTPU_LOWERING("aten::asinh",
+                  float_math(signed_zero_cut(unary_fn("chlo.asinh"), Cut::kImagAxis)));
+TORCHTPU_LOWERING("aten::acosh",
+                  float_math(signed_zero_cut(unary_fn("chlo.acosh"), Cut::kRealAxis)));
+TORCHTPU_LOWERING("aten::atanh",
+                  float_math(signed_zero_cut(unary_fn("chlo.atanh"), Cut::kRealAxis)));
 TORCHTPU_LOWERING("aten::erf", float_math(erf_accurate));
 TORCHTPU_LOWERING("aten::erfc", float_op("chlo.erfc"));
 TORCHTPU_LOWERING("aten::erfinv", float_op("chlo.erf_inv"));
@@ -268,13 +324,13 @@ TORCHTPU_LOWERING("aten::frac", float_math([](FunctionBuilder& b, Value x) {
                   }));
 TORCHTPU_LOWERING("aten::logit", lower_logit);
 TORCHTPU_LOWERING("aten::nan_to_num", lower_nan_to_num);
-TORCHTPU_LOWERING("aten::isnan", float_predicate(is_nan, false));
+TORCHTPU_LOWERING("aten::isnan", float_predicate(is_nan, false, OnComplex::kEitherPart));
 TORCHTPU_LOWERING("aten::isinf", float_predicate(
                                      [](FunctionBuilder& b, Value x) {
                                        return cmp(b, b.unary("stablehlo.abs", x), cst(b, kInf, x),
                                                   CompareDirection::kEQ);
                                      },
-                                     false));
+                                     false, OnComplex::kEitherPart));
 TORCHTPU_LOWERING("aten::isposinf", float_predicate(
                                         [](FunctionBuilder& b, Value x) {
                                           return cmp(b, x, cst(b, kInf, x), CompareDirection::kEQ);
@@ -290,7 +346,7 @@ TORCHTPU_LOWERING("aten::isfinite", float_predicate(
                                           return b.op("stablehlo.is_finite", {x},
                                                       x.type.with_dtype(ElementType::kPred));
                                         },
-                                        true));
+                                        true, OnComplex::kBothParts));
 TORCHTPU_LOWERING("aten::signbit", lower_signbit);
 TORCHTPU_LOWERING("aten::bitwise_not", lower_bitwise_not);
 TORCHTPU_LOWERING("aten::logical_not", lower_logical_not);

@@ -6,6 +6,7 @@
 // 1 by 1/sqrt(n), 2 by 1/n) is applied once.
 #include <cmath>
 
+#include "lowering/elementwise_util.h"
 #include "lowering/lowering.h"
 
 namespace torchtpu::lowering {
@@ -31,12 +32,7 @@ Value fft_1d(FunctionBuilder& b, Value x, int64_t dim, const char* kind, int64_t
   return b.transpose(r, inv);
 }
 
-Value conj(FunctionBuilder& b, Value x) {
-  TensorType ct = x.type.with_dtype(shlo::complex_component(x.dtype()));
-  Value re = b.op("stablehlo.real", {x}, ct);
-  Value im = b.op("stablehlo.imag", {x}, ct);
-  return b.op("stablehlo.complex", {re, b.unary("stablehlo.negate", im)}, x.type);
-}
+using ew::conj;
 
 Value c2c(FunctionBuilder& b, Value x, const std::vector<int64_t>& dims, bool forward) {
   if (!forward) x = conj(b, x);
@@ -138,8 +134,37 @@ std::vector<Value> lower_conj_physical(LoweringContext& ctx) {
   return {coerce(ctx.b, conj(ctx.b, x), ctx.out_type())};
 }
 
+// view_as_real / view_as_complex inside compiled graphs, where views are values (eager mode
+// keeps them as aliasing metadata): the parts stacked along a new last dim of size 2, and back.
+std::vector<Value> lower_view_as_real(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  Value z = ctx.tensor(0);
+  std::vector<int64_t> shape = z.shape();
+  shape.push_back(1);
+  Value re = b.reshape(ew::real_part(b, z), shape), im = b.reshape(ew::imag_part(b, z), shape);
+  return {coerce(b, b.concatenate({re, im}, z.rank()), ctx.out_type())};
+}
+
+std::vector<Value> lower_view_as_complex(LoweringContext& ctx) {
+  FunctionBuilder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  const int64_t last = x.rank() - 1;
+  std::vector<int64_t> shape = x.shape();
+  shape.pop_back();
+  auto part = [&](int64_t i) {
+    std::vector<int64_t> start(static_cast<size_t>(x.rank()), 0),
+        limit = x.shape(), strides(static_cast<size_t>(x.rank()), 1);
+    start[static_cast<size_t>(last)] = i;
+    limit[static_cast<size_t>(last)] = i + 1;
+    return b.reshape(b.slice(x, start, limit, strides), shape);
+  };
+  return {ew::make_complex(b, part(0), part(1), ctx.out_type().dtype)};
+}
+
 }  // namespace
 
+TORCHTPU_GRAPH_LOWERING("aten::view_as_real", lower_view_as_real);
+TORCHTPU_GRAPH_LOWERING("aten::view_as_complex", lower_view_as_complex);
 TORCHTPU_LOWERING("aten::_fft_c2c", lower_c2c);
 TORCHTPU_LOWERING("aten::_fft_r2c", lower_r2c);
 TORCHTPU_LOWERING("aten::_fft_c2r", lower_c2r);

@@ -68,6 +68,7 @@ std::vector<Value> lower_vdot(LoweringContext& ctx) {
   TORCH_CHECK_NOT_IMPLEMENTED(out.dtype != ElementType::kPred, "vdot: bool");
   ElementType acc = is_half(out.dtype) ? ElementType::kF32 : out.dtype;
   Value x = b.convert(ctx.tensor(0), out.dtype), y = b.convert(ctx.tensor(1), out.dtype);
+  if (shlo::is_complex(x.dtype())) x = conj(b, x);  // vdot conjugates its first argument
   Value r = b.dot_general(x, y, {}, {}, {0}, {0}, TensorType(acc, {}));
   return {b.convert(r, out.dtype)};
 }

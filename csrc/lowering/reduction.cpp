@@ -9,6 +9,7 @@
 #include <limits>
 #include <string>
 
+#include "lowering/elementwise_util.h"
 #include "lowering/lowering.h"
 
 namespace torchtpu::lowering {
@@ -16,7 +17,7 @@ namespace {
 
 using shlo::CompareDirection;
 
-bool is_half(ElementType t) { return t == ElementType::kBF16 || t == ElementType::kF16; }
+using ew::is_half;
 
 // PyTorch's CPU reductions accumulate bf16/f16 in f32 and round once at the end.
 ElementType acc_type(ElementType t) { return is_half(t) ? ElementType::kF32 : t; }
@@ -259,19 +260,25 @@ LoweringFn argmax_like(bool is_max) {
 
 // ---- var / std ----
 
-// Returns {var (or std), mean} in the accumulation type, reduced over `dims`.
+// Returns {var (or std), mean} in the accumulation type, reduced over `dims`. A complex input
+// has a real variance, the mean of |x - mean|^2 (CPU adds the variances of the two parts,
+// which is the same sum), and a complex mean.
 std::pair<Value, Value> var_mean_impl(LoweringContext& ctx, bool take_sqrt) {
   FunctionBuilder& b = ctx.b;
   Value x0 = ctx.tensor(0);
   std::vector<int64_t> dims = dims_or_all(ctx, 1, x0.rank());
   ElementType acc = acc_type(ctx.out_type().dtype);
-  Value x = b.convert(x0, acc);
+  const bool complex = shlo::is_complex(x0.dtype());
+  Value x = b.convert(x0, complex ? shlo::complex_of(acc) : acc);
   TensorType s(acc, {});
   double n = static_cast<double>(reduced_count(x, dims));
   Value sum = reduce_sum(b, x, dims);
   Value mean = b.div(sum, b.constant(n, sum.type));
   Value diff = b.sub(x, broadcast_back(b, mean, x.shape(), dims));
-  Value ss = reduce_sum(b, b.mul(diff, diff), dims);
+  Value sq = complex ? b.add(b.mul(ew::real_part(b, diff), ew::real_part(b, diff)),
+                             b.mul(ew::imag_part(b, diff), ew::imag_part(b, diff)))
+                     : b.mul(diff, diff);
+  Value ss = reduce_sum(b, sq, dims);
   size_t ci = ctx.index_of("correction");
   Value correction = ctx.is_none(ci) ? b.constant(1, s) : b.convert(ctx.tensor(ci), acc);
   // WelfordOps divides by max(0, N - correction): var is inf (or NaN) when that is 0.
@@ -302,7 +309,9 @@ Value vector_norm(LoweringContext& ctx, Value x0, std::optional<Value> ord,
                   const std::vector<int64_t>& dims) {
   FunctionBuilder& b = ctx.b;
   ElementType acc = acc_type(ctx.out_type().dtype);
-  Value a = b.unary("stablehlo.abs", b.convert(x0, acc));
+  // The norm of a complex vector is that of its magnitudes (a real result).
+  Value a = shlo::is_complex(x0.dtype()) ? ew::complex_abs(b, b.convert(x0, shlo::complex_of(acc)))
+                                         : b.unary("stablehlo.abs", b.convert(x0, acc));
   TensorType s(acc, {});
   Value p = ord ? b.convert(*ord, acc) : b.constant(2, s);
   const double inf = std::numeric_limits<double>::infinity();

@@ -191,8 +191,8 @@ def test_rfft_abs_sum_grad():
         ("isfinite", torch.isfinite),
     ],
 )
-def test_ops_without_complex_lowering_are_correct(name, fn):
-    # Lowerings not known to handle complex take the CPU fallback instead of dropping imag.
+def test_ops_with_nan_and_inf_entries_are_correct(name, fn):
+    # Native (test_complex_ops.py) or through the CPU fallback, never a dropped imaginary part.
     x = _crandn(4, 4, seed=3)
     x[0, 0] = complex(float("nan"), 1.0)
     x[1, 2] = complex(1.0, float("inf"))
@@ -203,8 +203,7 @@ def test_ops_without_complex_lowering_are_correct(name, fn):
 
 
 def test_compile_complex_graph():
-    # fft/abs lower natively in a graph; isnan of a complex value declines the graph (eager,
-    # where isnan takes the CPU fallback) instead of dropping the imaginary part.
+    # fft/abs and isnan of a complex value (either part NaN) lower natively in a graph.
     x = _crandn(6, seed=5)
     x[1] = complex(float("nan"), 0.0)
     f = torch.compile(lambda z: (z * 1.25).isnan(), backend="tpu")
