@@ -259,7 +259,6 @@ LU lu_factor(FunctionBuilder& b, Value a, bool pivot) {
   TensorType k_t(ElementType::kS64, {});
   std::vector<Value> init = {b.constant_int(0, k_t), a, b.constant_int(0, piv_t),
                              b.constant_int(0, info_t)};
-  std::vector<TensorType> types = {k_t, a.type, piv_t, info_t};
   auto cond = [kmax, k_t](FunctionBuilder& ib, const std::vector<Value>& st) -> std::vector<Value> {
     return {ib.compare(st[0], ib.constant_int(kmax, k_t), CompareDirection::kLT)};
   };
@@ -314,8 +313,7 @@ LU lu_factor(FunctionBuilder& b, Value a, bool pivot) {
     info = ib.select(first, k1, info);
     return {ib.add(k, ib.constant_int(1, k.type)), A, piv, info};
   };
-  std::vector<Value> res =
-      b.op_multi("stablehlo.while", init, types, "", {{types, cond}, {types, body}});
+  std::vector<Value> res = b.while_loop(init, cond, body);
   return {res[1], res[2], res[3]};
 }
 
@@ -332,7 +330,6 @@ Value permutation(FunctionBuilder& b, Value pivots, int64_t m) {
   Value perm0 = iota_s64(b, mshape, last);
   Value piv = b.convert(pivots, ElementType::kS64);
   std::vector<Value> init = {b.constant_int(0, k_t), perm0, piv};
-  std::vector<TensorType> types = {k_t, perm0.type, piv.type};
   auto cond = [kmax, k_t](FunctionBuilder& ib, const std::vector<Value>& st) -> std::vector<Value> {
     return {ib.compare(st[0], ib.constant_int(kmax, k_t), CompareDirection::kLT)};
   };
@@ -352,7 +349,7 @@ Value permutation(FunctionBuilder& b, Value pivots, int64_t m) {
                      ib.select(at_p, from_batch(ib, vi, mshape), perm));
     return {ib.add(i, ib.constant_int(1, i.type)), perm, pv};
   };
-  return b.op_multi("stablehlo.while", init, types, "", {{types, cond}, {types, body}})[1];
+  return b.while_loop(init, cond, body)[1];
 }
 
 // P^T x (rows of x gathered by perm) when `transpose`, else P x; x is batch x m x k.
@@ -587,7 +584,6 @@ Value apply_reflectors(FunctionBuilder& b, Value v, Value tau, Value c, bool lef
   const int64_t k = tau.shape().back();
   TensorType k_t(ElementType::kS64, {});
   std::vector<Value> init = {b.constant_int(ascending ? 0 : k - 1, k_t), v, tau, c};
-  std::vector<TensorType> types = {k_t, v.type, tau.type, c.type};
   auto cond = [k, k_t, ascending](FunctionBuilder& ib,
                                   const std::vector<Value>& st) -> std::vector<Value> {
     if (ascending) return {ib.compare(st[0], ib.constant_int(k, k_t), CompareDirection::kLT)};
@@ -602,7 +598,7 @@ Value apply_reflectors(FunctionBuilder& b, Value v, Value tau, Value c, bool lef
     Value next = ib.add(i, ib.constant_int(ascending ? 1 : -1, i.type));
     return {next, st[1], st[2], c2};
   };
-  return b.op_multi("stablehlo.while", init, types, "", {{types, cond}, {types, body}})[3];
+  return b.while_loop(init, cond, body)[3];
 }
 
 std::pair<Value, Value> geqrf(FunctionBuilder& b, Value a) {
@@ -613,7 +609,6 @@ std::pair<Value, Value> geqrf(FunctionBuilder& b, Value a) {
   tshape.push_back(kmax);
   TensorType tau_t(a.dtype(), tshape), k_t(ElementType::kS64, {});
   std::vector<Value> init = {b.constant_int(0, k_t), a, b.constant(0, tau_t)};
-  std::vector<TensorType> types = {k_t, a.type, tau_t};
   auto cond = [kmax, k_t](FunctionBuilder& ib, const std::vector<Value>& st) -> std::vector<Value> {
     return {ib.compare(st[0], ib.constant_int(kmax, k_t), CompareDirection::kLT)};
   };
@@ -649,8 +644,7 @@ std::pair<Value, Value> geqrf(FunctionBuilder& b, Value a) {
     tau = ib.select(eq(ib, tidx, splat(ib, k, tau.shape())), from_batch(ib, t, tau.shape()), tau);
     return {ib.add(k, ib.constant_int(1, k.type)), A, tau};
   };
-  std::vector<Value> res =
-      b.op_multi("stablehlo.while", init, types, "", {{types, cond}, {types, body}});
+  std::vector<Value> res = b.while_loop(init, cond, body);
   return {res[1], res[2]};
 }
 
@@ -756,7 +750,6 @@ std::vector<Value> lower_matrix_exp(LoweringContext& ctx) {
                                "stablehlo.maximum", 0);
   TensorType k_t(ElementType::kS64, {});
   std::vector<Value> init = {b.constant_int(0, k_t), max_steps, steps, t};
-  std::vector<TensorType> types = {k_t, k_t, steps.type, t.type};
   auto cond = [](FunctionBuilder& ib, const std::vector<Value>& st) -> std::vector<Value> {
     return {ib.compare(st[0], st[1], CompareDirection::kLT)};
   };
@@ -767,7 +760,7 @@ std::vector<Value> lower_matrix_exp(LoweringContext& ctx) {
     x = ib.select(from_batch(ib, act, shape), sq, x);
     return {ib.add(i, ib.constant_int(1, k_t)), st[1], st[2], x};
   };
-  Value res = b.op_multi("stablehlo.while", init, types, "", {{types, cond}, {types, body}})[3];
+  Value res = b.while_loop(init, cond, body)[3];
   return {coerce(b, res, out)};
 }
 
