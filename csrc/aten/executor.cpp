@@ -649,7 +649,7 @@ bool complex_capable(const std::string& lowering_name) {
       "aten::flatten", "aten::alias", "aten::detach", "aten::expand", "aten::permute",
       "aten::slice", "aten::select", "aten::diagonal", "aten::split_with_sizes",
       "aten::slice_scatter", "aten::full", "aten::full_like", "aten::scalar_tensor",
-      "aten::view_as_real", "aten::view_as_complex",
+      "aten::view_as_real", "aten::view_as_complex", "aten::_conj", "aten::_neg_view",
       // complex construction, FFT
       "aten::_fft_c2c", "aten::_fft_r2c", "aten::_fft_c2r", "aten::complex", "aten::polar",
       "aten::conj_physical", "aten::abs", "aten::angle", "aten::sgn",

@@ -161,8 +161,16 @@ std::vector<Value> lower_view_as_complex(LoweringContext& ctx) {
   return {ew::make_complex(b, part(0), part(1), ctx.out_type().dtype)};
 }
 
+// The conjugate and negative views of a compiled graph (x.mH, x.conj()) are values there: the
+// conjugate (identity on real data) and the negation.
+std::vector<Value> lower_conj_view(LoweringContext& ctx) { return lower_conj_physical(ctx); }
+
+std::vector<Value> lower_neg_view(LoweringContext& ctx) { return {ctx.b.neg(ctx.tensor(0))}; }
+
 }  // namespace
 
+TORCHTPU_GRAPH_LOWERING("aten::_conj", lower_conj_view);
+TORCHTPU_GRAPH_LOWERING("aten::_neg_view", lower_neg_view);
 TORCHTPU_GRAPH_LOWERING("aten::view_as_real", lower_view_as_real);
 TORCHTPU_GRAPH_LOWERING("aten::view_as_complex", lower_view_as_complex);
 TORCHTPU_LOWERING("aten::_fft_c2c", lower_c2c);

@@ -360,6 +360,9 @@ COMPILED = {
     "eq_complex": lambda z: (z * 0 + (1 + 2j)) == (1 + 2j),
     "abs_after_j": lambda z: (z * 1j + 0.25).abs() * 2,
     "exp_sum": lambda z: (z * 1j).exp().sum(0),
+    "matmul_mH": lambda z: z @ z.mH,  # a conjugate view (_conj) in the graph
+    "resolve_conj": lambda z: torch.resolve_conj(z.conj()) * 2 + z.conj().imag,
+    "neg_view": lambda z: torch._neg_view(z * 2).resolve_neg() + 1j,
 }
 
 
