@@ -1,8 +1,14 @@
 // empty / empty_strided: storage is allocated lazily, so these touch no device memory.
+// triu_indices / tril_indices: checked as on the CPU, then their lowered out= forms compute the
+// indices on the device (lowering/trilu_indices.cpp).
 #include <ATen/EmptyTensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/tril_indices.h>
+#include <ATen/ops/triu_indices.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include "aten/executor.h"
 #include "device/storage.h"
 #include "lowering/lowering.h"
 
@@ -36,9 +42,37 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
                                            c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), t);
 }
 
+// The CPU's checks (TensorFactories.h check_args, then its int32/int64 dispatch). `out` starts
+// empty: the out= kernel sizes it (2, N) from the op's meta kernel.
+template <bool kUpper>
+at::Tensor trilu_indices(int64_t row, int64_t col, int64_t offset,
+                         std::optional<c10::ScalarType> dtype, std::optional<c10::Layout> layout,
+                         std::optional<c10::Device> device, std::optional<bool> pin_memory) {
+  const char* name = kUpper ? "triu_indices" : "tril_indices";
+  c10::ScalarType t = dtype.value_or(at::kLong);
+  TORCH_CHECK(row >= 0, name, ": row must be non-negative, got ", row);
+  TORCH_CHECK(col >= 0, name, ": col must be non-negative, got ", col);
+  TORCH_CHECK(!layout || *layout == at::kStrided, name, ": only support layout=torch.strided, got ",
+              *layout);
+  TORCH_CHECK_NOT_IMPLEMENTED(t == at::kLong || t == at::kInt, "\"", name,
+                              "\" not implemented for '", c10::toString(t), "'");
+  c10::OptionalDeviceGuard guard(device);
+  at::Tensor out = at::empty(
+      {0}, at::TensorOptions().dtype(t).device(device.value_or(c10::Device(c10::kPrivateUse1))));
+  return kUpper ? at::triu_indices_outf(row, col, offset, out)
+                : at::tril_indices_outf(row, col, offset, out);
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty.memory_format", empty_memory_format);
   m.impl("empty_strided", empty_strided);
+  m.impl("triu_indices", trilu_indices<true>);
+  m.impl("tril_indices", trilu_indices<false>);
+  // Lowered as themselves; without this their CompositeExplicitAutograd kernels would call the
+  // functional forms above, which call these.
+  for (const char* name : {"triu_indices.out", "tril_indices.out"}) {
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());
+  }
 }
 
 }  // namespace

@@ -53,12 +53,35 @@ struct Sampler {
   // grid_sampler_3d runs ATen's scalar code (GridSampler.h), grid_sampler_2d its vectorized
   // kernel; their formulas round differently.
   bool scalar_ref() const { return nd == 3; }
+  // a * s for a constant s, rounded to f32 before anything adds to it. XLA:CPU lets LLVM
+  // contract a multiplication feeding an addition into one FMA (a single rounding), where the
+  // scalar reference rounds the product first; fused, the unnormalized coordinate moved by an ulp,
+  // which shifts every corner weight, and grad_grid (a sum of signed terms that mostly cancel)
+  // differed from the CPU's by up to ~3e-4 relative. Neither an optimization barrier (removed
+  // before codegen) nor an f64 product (LLVM narrows it back to an f32 multiply) keeps them
+  // apart, so the exact f64 product is rounded to f32's 24 bits (to nearest even) on its bits.
+  Value mul_rounded(Value a, double s) {
+    if (ct != ElementType::kF32) return b.mul(a, full(s));
+    auto i64 = [&](int64_t v) {
+      return b.broadcast_to(b.constant_int(v, TensorType(ElementType::kS64, {})), nq());
+    };
+    Value d = b.mul(b.convert(a, ElementType::kF64),
+                    b.broadcast_to(b.constant(s, TensorType(ElementType::kF64, {})), nq()));
+    Value bits = b.bitcast_convert(d, ElementType::kS64);
+    Value lsb =
+        b.binary("stablehlo.and", b.binary("stablehlo.shift_right_logical", bits, i64(29)), i64(1));
+    Value r = b.binary("stablehlo.and", b.add(bits, b.add(i64(0x0FFFFFFF), lsb)),
+                       i64(~int64_t{0x1FFFFFFF}));
+    Value finite = b.op("stablehlo.is_finite", {d}, TensorType(ElementType::kPred, nq()));
+    d = b.select(finite, b.bitcast_convert(r, ElementType::kF64), d);
+    return b.convert(d, ElementType::kF32);  // exact: d has at most 24 significant bits
+  }
   Value unnormalize(Value g, int64_t k) {
     if (scalar_ref()) {
       double size = static_cast<double>(size_of(k));
       Value p1 = b.add(g, full(1));
-      if (align) return b.mul(b.div(p1, full(2)), full(size - 1));
-      return b.div(b.sub(b.mul(p1, full(size)), full(1)), full(2));
+      if (align) return mul_rounded(b.div(p1, full(2)), size - 1);
+      return b.div(b.sub(mul_rounded(p1, size), full(1)), full(2));
     }
     Value r = b.mul(b.add(g, full(1)), full(scaling(k)));
     return align ? r : b.sub(r, full(0.5));
@@ -294,19 +317,25 @@ struct Sampler {
         };
         std::vector<Term> terms;
         std::vector<Value> gin_coords, gin_updates;
-        // Corners with the highest coordinate's bit slowest (y before x: nw, ne, sw, se).
+        // Whether a corner takes the upper neighbour along coordinate k. The 3-d reference adds
+        // corners with x fastest and z slowest (tnw, tne, tsw, tse, bnw, ...); its sums (grad_grid
+        // accumulates signed terms that mostly cancel) only match in that order. The 2-d kernel
+        // is vectorized differently and keeps the order it was matched with.
+        auto hi_bit = [&](int64_t corner, int64_t k) -> bool {
+          return scalar_ref() ? (corner >> k) & 1 : (corner >> (nd - 1 - k)) & 1;
+        };
         for (int64_t corner = 0; corner < (int64_t{1} << nd); ++corner) {
           std::vector<Value> idx;
           std::optional<Value> mask, w;
           for (int64_t k = 0; k < nd; ++k) {
-            bool hi = (corner >> (nd - 1 - k)) & 1;
+            bool hi = hi_bit(corner, k);
             idx.push_back(hi ? b.add(i0[k], fulli(1)) : i0[k]);
             Value m = in_bounds(idx.back(), k);
             mask = mask ? and_(*mask, m) : m;
           }
           for (int64_t kk = 0; kk < nd; ++kk) {
             int64_t k = scalar_ref() ? kk : nd - 1 - kk;
-            bool hi = (corner >> (nd - 1 - k)) & 1;
+            bool hi = hi_bit(corner, k);
             Value wk = hi ? w1[k] : w0[k];
             w = w ? b.mul(*w, wk) : wk;
           }
@@ -328,17 +357,17 @@ struct Sampler {
             for (int64_t ee = 0; ee < nd; ++ee) {
               int64_t e = scalar_ref() ? ee : nd - 1 - ee;
               if (e == k) continue;
-              bool hi = (corner >> (nd - 1 - e)) & 1;
+              bool hi = hi_bit(corner, e);
               Value we = hi ? w1[e] : w0[e];
               others = others ? b.mul(*others, we) : we;
             }
-            bool hi = (corner >> (nd - 1 - k)) & 1;
+            bool hi = hi_bit(corner, k);
             if (scalar_ref()) {
               // ATen's ((val * w) * w) * gOut per channel, accumulated in its order below.
               Value term = vg;
               for (int64_t e = 0; e < nd; ++e) {
                 if (e == k) continue;
-                bool he = (corner >> (nd - 1 - e)) & 1;
+                bool he = hi_bit(corner, e);
                 term = b.mul(term, bcast(he ? w1[e] : w0[e]));
               }
               terms.push_back({k, hi, b.mul(term, *gout)});
@@ -452,9 +481,7 @@ LoweringFn grid_sampler_backward(int64_t nd) {
 TORCHTPU_LOWERING("aten::grid_sampler_2d", grid_sampler(2));
 TORCHTPU_LOWERING("aten::grid_sampler_3d", grid_sampler(3));
 TORCHTPU_LOWERING("aten::grid_sampler_2d_backward", grid_sampler_backward(2));
-// grid_sampler_3d_backward is not registered yet: its grad_grid differs from the CPU kernel by
-// up to ~1e-3 relative where reflection padding maps coordinates (OpInfo samples with grid
-// values beyond [-1, 1]); the cause is not found yet, so the CPU fallback computes it.
+TORCHTPU_LOWERING("aten::grid_sampler_3d_backward", grid_sampler_backward(3));
 
 // The meta kernels leave grad_input undefined when output_mask[0] is false, which the eager
 // kernel cannot type: this tpu kernel asks for both gradients and drops the unrequested one.
@@ -473,6 +500,8 @@ void grid_sampler_backward_kernel(const c10::OperatorHandle& op, torch::jit::Sta
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("grid_sampler_2d_backward",
+         torch::CppFunction::makeFromBoxedFunction<&grid_sampler_backward_kernel>());
+  m.impl("grid_sampler_3d_backward",
          torch::CppFunction::makeFromBoxedFunction<&grid_sampler_backward_kernel>());
 }
 

@@ -2,10 +2,19 @@
 // Without replacement it is PyTorch's own method: the top num_samples of p / q with q ~ Exp(1)
 // (an exponential race). With replacement each draw inverts the normalized cumulative
 // distribution at a uniform u, which never lands on a zero-probability category. The streams
-// differ from CPU's, the distributions do not. The CPU's input checks that need the data
-// (negative, non-finite or all-zero rows; too few nonzero categories) are not made here.
-#include <cmath>
+// differ from CPU's, the distributions do not.
+//
+// The CPU also checks the probabilities' values (negative, inf/NaN, rows summing to zero), which
+// a lowering cannot raise on: the tpu kernel below runs a small reduction program,
+// torchtpu::multinomial_check, and reads its 0-d code (one sync per call; the CPU kernel makes
+// the same checks, as CUDA's does with a sync of its own when drawing without replacement).
+#include <ATen/ops/empty.h>
+#include <torch/library.h>
 
+#include <cmath>
+#include <limits>
+
+#include "aten/executor.h"
 #include "lowering/lowering.h"
 #include "lowering/random_bits.h"
 #include "lowering/sorting.h"
@@ -73,7 +82,121 @@ std::vector<Value> lower_multinomial(LoweringContext& ctx) {
   return {coerce(b, b.reshape(idx, out.shape), out)};
 }
 
+// multinomial_check(self (R, N) or (N,), fast) -> int64 0-d code of the CPU's first error:
+// 0 none; the sampling path without replacement (or one sample), `fast`, checks every value
+// first (1: inf, NaN or negative), then the row sums (2: a row of zeros). The path with
+// replacement checks row by row, each value in order (3: not >= 0, NaN included; 4: inf), then
+// that row's sum (2): the code with the smallest position wins.
+std::vector<Value> lower_multinomial_check(LoweringContext& ctx) {
+  auto& b = ctx.b;
+  Value p = ctx.tensor(0);
+  bool fast = ctx.bool_arg(1);
+  int64_t n = p.shape().back();
+  int64_t r = p.rank() == 2 ? p.shape()[0] : 1;
+  ElementType ct = p.dtype() == ElementType::kF64 ? ElementType::kF64 : ElementType::kF32;
+  TensorType t(ct, {r, n}), s64(ElementType::kS64, {r, n}), s64_r(ElementType::kS64, {r});
+  TensorType scalar(ElementType::kS64, {});
+  Value x = b.reshape(b.convert(p, ct), {r, n});
+  Value nonneg = b.compare(x, b.constant(0, t), CompareDirection::kGE);
+  Value below_inf =
+      b.compare(x, b.constant(std::numeric_limits<double>::infinity(), t), CompareDirection::kLT);
+  // Every value >= 0 (where it matters), so a row sums to zero exactly when its max is zero.
+  Value row_zero =
+      b.compare(b.reduce_simple(x, b.constant(0, TensorType(ct, {})), {1}, "stablehlo.maximum"),
+                b.constant(0, TensorType(ct, {r})), CompareDirection::kEQ);
+  auto any = [&](Value pred) {
+    std::vector<int64_t> dims;
+    for (int64_t i = 0; i < pred.rank(); ++i) dims.push_back(i);
+    return b.compare(b.reduce_simple(b.convert(pred, ElementType::kS64), b.constant_int(0, scalar),
+                                     dims, "stablehlo.maximum"),
+                     b.constant_int(0, scalar), CompareDirection::kGT);
+  };
+  if (fast) {
+    Value bad = any(b.unary("stablehlo.not", b.binary("stablehlo.and", nonneg, below_inf)));
+    Value code = b.select(any(row_zero), b.constant_int(2, scalar), b.constant_int(0, scalar));
+    return {coerce(b, b.select(bad, b.constant_int(1, scalar), code), ctx.out_type())};
+  }
+  // key = position * 8 + code, positions row-major with each row's sum after its n values.
+  const int64_t none = std::numeric_limits<int64_t>::max();
+  Value elem_code =
+      b.select(nonneg, b.select(below_inf, b.constant_int(0, s64), b.constant_int(4, s64)),
+               b.constant_int(3, s64));
+  Value elem_pos = b.add(b.mul(b.iota(s64, 0), b.constant_int(n + 1, s64)), b.iota(s64, 1));
+  Value elem_key = b.select(b.compare(elem_code, b.constant_int(0, s64), CompareDirection::kEQ),
+                            b.constant_int(none, s64),
+                            b.add(b.mul(elem_pos, b.constant_int(8, s64)), elem_code));
+  Value row_pos =
+      b.add(b.mul(b.iota(s64_r, 0), b.constant_int(n + 1, s64_r)), b.constant_int(n, s64_r));
+  Value row_key =
+      b.select(row_zero, b.add(b.mul(row_pos, b.constant_int(8, s64_r)), b.constant_int(2, s64_r)),
+               b.constant_int(none, s64_r));
+  Value first =
+      b.min(b.reduce_simple(elem_key, b.constant_int(none, scalar), {0, 1}, "stablehlo.minimum"),
+            b.reduce_simple(row_key, b.constant_int(none, scalar), {0}, "stablehlo.minimum"));
+  Value code = b.select(b.compare(first, b.constant_int(none, scalar), CompareDirection::kEQ),
+                        b.constant_int(0, scalar),
+                        b.binary("stablehlo.and", first, b.constant_int(7, scalar)));
+  return {coerce(b, code, ctx.out_type())};
+}
+
 TORCHTPU_LOWERING("aten::multinomial", lower_multinomial);
+TORCHTPU_LOWERING("torchtpu::multinomial_check", lower_multinomial_check);
+
+TORCH_LIBRARY_FRAGMENT(torchtpu, m) {
+  m.def("multinomial_check(Tensor self, bool fast) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(torchtpu, Meta, m) {
+  m.impl("multinomial_check", [](const at::Tensor& self, bool) {
+    return at::empty({}, self.options().dtype(at::kLong));
+  });
+}
+
+TORCH_LIBRARY_IMPL(torchtpu, PrivateUse1, m) {
+  m.impl("multinomial_check", torch::CppFunction::makeFromBoxedFunction<&aten::tpu_boxed_kernel>());
+}
+
+// multinomial(self, num_samples, replacement, *, generator) and its out= form: the CPU's checks
+// in its order (shapes and dtype first, then the values, only for a non-empty result), then the
+// lowered op. The messages are the CPU's, prefixed with the op's name.
+void multinomial_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  auto args = torch::jit::last(*stack, op.schema().arguments().size());
+  const at::Tensor self = args[0].toTensor();
+  int64_t k = args[1].isInt() ? args[1].toInt() : args[1].toSymInt().guard_int(__FILE__, __LINE__);
+  bool replacement = args[2].toBool();
+  TORCH_CHECK(self.dim() > 0 && self.dim() <= 2, "multinomial: prob_dist must be 1 or 2 dim");
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()),
+              "multinomial: multinomial only supports floating-point dtypes for input, got: ",
+              self.scalar_type());
+  TORCH_CHECK(k > 0, "multinomial: cannot sample n_sample <= 0 samples");
+  int64_t n = self.size(-1);
+  TORCH_CHECK(replacement || k <= n,
+              "multinomial: cannot sample n_sample > prob_dist.size(-1) samples without "
+              "replacement");
+  TORCH_CHECK(n <= (int64_t{1} << 24), "multinomial: number of categories cannot exceed 2^24");
+  if (n > 0 && (self.dim() == 1 || self.size(0) > 0)) {
+    static auto check = c10::Dispatcher::singleton()
+                            .findSchemaOrThrow("torchtpu::multinomial_check", "")
+                            .typed<at::Tensor(const at::Tensor&, bool)>();
+    int64_t code = check.call(self, !replacement || k == 1).item<int64_t>();  // the one sync
+    TORCH_CHECK(code != 1,
+                "multinomial: probability tensor contains either `inf`, `nan` or element < 0");
+    TORCH_CHECK(code != 2,
+                "multinomial: invalid multinomial distribution (sum of probabilities <= 0)");
+    TORCH_CHECK(
+        code != 3,
+        "multinomial: invalid multinomial distribution (encountering probability entry < 0)");
+    TORCH_CHECK(code != 4,
+                "multinomial: invalid multinomial distribution (encountering probability entry = "
+                "infinity or NaN)");
+  }
+  aten::tpu_boxed_kernel(op, stack);
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("multinomial", torch::CppFunction::makeFromBoxedFunction<&multinomial_kernel>());
+  m.impl("multinomial.out", torch::CppFunction::makeFromBoxedFunction<&multinomial_kernel>());
+}
 
 }  // namespace
 }  // namespace torchtpu::lowering
