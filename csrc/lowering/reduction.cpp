@@ -499,8 +499,14 @@ std::vector<Value> lower_histc(LoweringContext& ctx) {
   FunctionBuilder& b = ctx.b;
   const TensorType& out = ctx.out_type();
   ElementType t = out.dtype;
-  TORCH_CHECK(shlo::is_float(t), "torch.histc: input tensor must be floating point");
+  TORCH_CHECK(shlo::is_float(t) || shlo::is_integer(t),
+              "torch.histc: input tensor must be floating point or integer, got ",
+              ctx.tensor(0).type.str());
   int64_t bins = ctx.int_arg(1);
+  // Integer inputs (accepted as on CUDA: Transformers' MoE routing counts expert ids with histc
+  // on every accelerator) compute the bin in int64 with integer division, as CUDA's kernel does.
+  const bool integral = shlo::is_integer(t);
+  if (integral) t = ElementType::kS64;
   Value x = b.reshape(b.convert(ctx.tensor(0), t), {ctx.tensor(0).type.numel()});
   TensorType s(t, {});
   Value lo = coerce(b, ctx.tensor(2), s), hi = coerce(b, ctx.tensor(3), s);
@@ -517,7 +523,7 @@ std::vector<Value> lower_histc(LoweringContext& ctx) {
   Value lob = b.broadcast_in_dim(lo, {n}, {}), hib = b.broadcast_in_dim(hi, {n}, {});
   Value pos =
       b.div(b.mul(b.sub(x, lob), b.constant(static_cast<double>(bins), x.type)), b.sub(hib, lob));
-  Value ipos = b.convert(pos, ElementType::kS64);
+  Value ipos = b.convert(pos, ElementType::kS64);  // integer division already truncated
   Value nb = b.constant_int(bins, ipos.type);
   ipos = b.select(b.compare(ipos, nb, CompareDirection::kEQ),
                   b.sub(ipos, b.constant_int(1, ipos.type)), ipos);
@@ -528,7 +534,7 @@ std::vector<Value> lower_histc(LoweringContext& ctx) {
   Value hit =
       b.compare(b.broadcast_in_dim(ipos, {n, bins}, {0}), b.iota(grid, 1), CompareDirection::kEQ);
   Value counts = reduce_sum(b, b.convert(hit, t), {0});
-  return {finish(ctx, counts)};
+  return {finish(ctx, integral ? b.convert(counts, out.dtype) : counts)};
 }
 
 // cummax/cummin(self, dim) -> (values, indices) as one variadic reduce_window: NaN wins,

@@ -193,6 +193,20 @@ def test_bert_sequence_classification_forward_backward():
                                  labels=torch.tensor([0, 2])))
 
 
+def test_mixtral_moe_forward_backward():
+    """Transformers routes the experts of MoE models on the "tpu" device type through
+    torch.nn.functional.grouped_mm and counts tokens per expert with an integer histc."""
+    from transformers import MixtralConfig, MixtralForCausalLM
+
+    torch.manual_seed(0)
+    cfg = MixtralConfig(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                        num_attention_heads=4, num_key_value_heads=2, num_local_experts=4,
+                        num_experts_per_tok=2, max_position_embeddings=64)
+    model = MixtralForCausalLM(cfg).train()
+    ids = torch.randint(0, 128, (2, 12))
+    forward_backward(model, dict(input_ids=ids, labels=ids))
+
+
 def test_gpt2_lm_head_forward_backward():
     from transformers import GPT2Config, GPT2LMHeadModel
 

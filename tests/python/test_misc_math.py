@@ -133,6 +133,18 @@ def test_histc():
     torch.testing.assert_close(torch.histc(ones.to(DEV), 4).cpu(), torch.histc(ones, 4))
 
 
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.uint8])
+def test_histc_integer_input_as_on_cuda(dtype):
+    # CPU rejects integer histc; CUDA (and Transformers' MoE routing on accelerators) relies on
+    # it: the bin is (x - min) * bins // (max - min) in int64 and the counts keep the dtype. On
+    # these integer-spaced inputs it agrees with CPU's float histogram.
+    x = torch.tensor([0, 3, 1, 1, 2, 7, 3, 3, 9, 5, 4], dtype=dtype)
+    for args in [(4, 0, 3), (5, 0, 0), (3, 1, 8), (10, 0, 10), (3, 5, 5)]:
+        out = torch.histc(x.to(DEV), *args)
+        assert out.dtype == dtype
+        assert out.cpu().tolist() == torch.histc(x.float(), *args).tolist(), args
+
+
 @pytest.mark.parametrize("p", [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, float("inf")])
 def test_cdist_pdist(p):
     a, b = _x(2, 4, 3), _x(2, 5, 3, seed=1)
