@@ -655,7 +655,7 @@ bool complex_capable(const std::string& lowering_name) {
       "aten::conj_physical", "aten::abs", "aten::angle", "aten::sgn",
       // arithmetic
       "aten::add", "aten::sub", "aten::rsub", "aten::mul", "aten::div", "aten::neg",
-      "aten::reciprocal", "aten::pow", "aten::addcmul", "aten::addcdiv",
+      "aten::reciprocal", "aten::pow", "aten::addcmul", "aten::addcdiv", "aten::lerp",
       // transcendental (complex formulas in XLA / CHLO)
       "aten::exp", "aten::expm1", "aten::log", "aten::log1p", "aten::log2", "aten::log10",
       "aten::sqrt", "aten::rsqrt", "aten::sin", "aten::cos", "aten::tan", "aten::sinh",

@@ -219,7 +219,9 @@ std::vector<Value> lower_lerp(LoweringContext& ctx) {
   FunctionBuilder& b = ctx.b;
   Value start = operand(ctx, 0, ct), end = operand(ctx, 1, ct), w = operand(ctx, 2, ct);
   Value diff = b.sub(end, start);
-  Value small = cmp(b, b.unary("stablehlo.abs", w), cst(b, 0.5, w), CompareDirection::kLT);
+  // |w| < 0.5 picks the formula; a complex weight compares its (real) magnitude.
+  Value aw = shlo::is_complex(w.dtype()) ? complex_abs(b, w) : b.unary("stablehlo.abs", w);
+  Value small = cmp(b, aw, cst(b, 0.5, aw), CompareDirection::kLT);
   Value from_start = b.add(start, b.mul(w, diff));
   Value from_end = b.sub(end, b.mul(diff, b.sub(cst(b, 1, w), w)));
   return {finish(ctx, b.select(small, from_start, from_end))};

@@ -58,6 +58,9 @@ OPS = {
     "square": lambda a, b: a.square(),
     "addcmul": lambda a, b: torch.addcmul(a, a, b, value=0.5),
     "addcdiv": lambda a, b: torch.addcdiv(a, a, b, value=2),
+    "lerp_scalar": lambda a, b: torch.lerp(a, b, 0.3),
+    "lerp_complex_weight": lambda a, b: torch.lerp(a, b, 0.7 - 0.2j),
+    "lerp_tensor": lambda a, b: torch.lerp(a, b, (a * b) / 2),
     "conj_physical": lambda a, b: torch.conj_physical(a),
     "conj_mul": lambda a, b: a.conj() * b,
     "real_view": lambda a, b: a.real * 2,
@@ -317,13 +320,13 @@ def test_complex_to_real_copy_takes_real_part(dtype):
 def test_op_without_complex_lowering_falls_back_and_is_correct():
     a, b = _crandn(3, 4, seed=5), _crandn(3, 4, seed=6)
     before = fallback_counts()
-    got = torch.lerp(a.to(DEV), b.to(DEV), 0.25)
-    assert "aten::lerp.Scalar" in new_fallbacks(before)
-    assert_close(got.cpu(), torch.lerp(a, b, 0.25))
+    got = torch.exp2(a.to(DEV))
+    assert "aten::exp2" in new_fallbacks(before)
+    assert_close(got.cpu(), torch.exp2(a), rtol=1e-5, atol=1e-6)
     before = fallback_counts()
-    got = torch.sinc(a.to(DEV))
-    assert new_fallbacks(before)
-    assert_close(got.cpu(), torch.sinc(a), rtol=1e-5, atol=1e-6)
+    got = torch.sinc(b.to(DEV))
+    assert "aten::sinc" in new_fallbacks(before)
+    assert_close(got.cpu(), torch.sinc(b), rtol=1e-5, atol=1e-6)
 
 
 def test_complex_half_is_a_clear_error():
@@ -416,12 +419,15 @@ def test_compile_real_input_complex_constant(fresh_dynamo):
 
 
 def test_compile_graph_with_unlowered_complex_op_declines(fresh_dynamo):
-    # lerp has no complex lowering: the graph runs eagerly (lerp on the CPU fallback) instead of
-    # dropping the imaginary part.
+    # exp2 is not on the complex allowlist: the graph runs eagerly (exp2 on the CPU fallback)
+    # instead of lowering it with a real-only formula.
     a, b = _crandn(4, seed=8), _crandn(4, seed=9)
-    fn = lambda x, y: torch.lerp(x * 1j, y, 0.3)  # noqa: E731
+    fn = lambda x, y: torch.exp2(x * 1j) + y  # noqa: E731
+    before = set(tpu_dynamo.graph_metrics())
     got = torch.compile(fn, backend="tpu")(a.to(DEV), b.to(DEV))
-    assert_close(got.cpu(), fn(a, b))
+    graphs = {k: v for k, v in tpu_dynamo.graph_metrics().items() if k not in before}
+    assert any("eager_reason" in g for g in graphs.values()), graphs
+    assert_close(got.cpu(), fn(a, b), rtol=1e-5, atol=1e-6)
 
 
 # ---- autograd through complex ops (the backward graphs use the same native lowerings) ----
