@@ -134,6 +134,10 @@ std::vector<Value> lower_div_mode(LoweringContext& ctx) {
   ElementType ct = compute_dtype(ctx);
   Value x = operand(ctx, 0, ct), y = operand(ctx, 1, ct);
   if (mode.empty()) return {finish(ctx, ctx.b.div(x, y))};
+  // CPU has no rounding division of complex values: not implemented here either, so the CPU
+  // fallback raises CPU's own error.
+  TORCH_CHECK_NOT_IMPLEMENTED(!shlo::is_complex(ct), ctx.schema().name(), " with rounding_mode='",
+                              mode, "' is not implemented for complex values");
   if (mode == "trunc") {
     // The CPU kernel rounds an f16/bf16 quotient to its dtype before truncating it.
     Value q = ctx.b.convert(ctx.b.div(x, y), ctx.out_type().dtype);

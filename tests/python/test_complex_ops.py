@@ -329,6 +329,24 @@ def test_op_without_complex_lowering_falls_back_and_is_correct():
     assert_close(got.cpu(), torch.sinc(b), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("name,fn", [
+    ("div_trunc", lambda a, b: torch.div(a, b, rounding_mode="trunc")),
+    ("div_scalar_trunc", lambda a, b: torch.div(a, 2.0, rounding_mode="trunc")),
+    ("div_floor", lambda a, b: torch.div(a, b, rounding_mode="floor")),
+    ("lt", lambda a, b: a < b),
+    ("isposinf", lambda a, b: torch.isposinf(a)),
+    ("max", lambda a, b: a.max()),
+    ("vector_norm_real_dtype", lambda a, b: torch.linalg.vector_norm(a, dtype=torch.float32)),
+])
+def test_complex_inputs_cpu_rejects_are_errors(name, fn):
+    # What CPU refuses for complex values raises on tpu too, never a silently computed result.
+    a, b = _crandn(4, seed=13), _crandn(4, seed=14)
+    with pytest.raises((RuntimeError, NotImplementedError)):
+        fn(a, b)
+    with pytest.raises((RuntimeError, NotImplementedError)):
+        fn(a.to(DEV), b.to(DEV)).cpu()
+
+
 def test_complex_half_is_a_clear_error():
     with pytest.raises(NotImplementedError, match="ComplexHalf"):
         torch.zeros(3, dtype=torch.complex32, device=DEV)
