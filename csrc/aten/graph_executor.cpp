@@ -52,7 +52,10 @@ std::string diff_inputs(const std::string& before, const std::string& now) {
 struct GraphExecutable::Entry {
   struct Out {
     bool to_storage = false;
-    int index = 0;  // storage param, or new-tensor slot
+    // A mutated CPU input (a 0-d CPU tensor such as a non-capturable optimizer's step count):
+    // the program returns its new value and the host copies it back after the run.
+    bool to_cpu_input = false;
+    int index = 0;  // storage param, new-tensor slot, or graph input (to_cpu_input)
     std::vector<int64_t> dims;
     c10::ScalarType dtype = c10::kFloat;
     ElementType element_type = ElementType::kF32;
@@ -297,7 +300,18 @@ std::shared_ptr<GraphExecutable::Entry> GraphExecutable::build(
   for (auto& [i, value] : writes) {
     const ArgDesc& d = state.args[static_cast<size_t>(i)];
     const Param& p = state.params[static_cast<size_t>(d.param)];
-    TORCH_CHECK(p.kind == Param::Kind::kStorage, "torchtpu: graph mutates a CPU scalar input");
+    if (p.kind != Param::Kind::kStorage) {
+      const at::Tensor& cpu = inputs[static_cast<size_t>(i)];
+      Entry::Out o;
+      o.to_cpu_input = true;
+      o.index = i;
+      o.dtype = cpu.scalar_type();
+      o.element_type = lowering::to_element_type(o.dtype);
+      o.dims = cpu.sizes().vec();
+      entry->outs.push_back(o);
+      program_outputs.push_back(lowering::coerce(b, value, TensorType(o.element_type, o.dims)));
+      continue;
+    }
     Entry::Out o;
     o.to_storage = true;
     o.index = d.param;
@@ -379,6 +393,10 @@ std::vector<c10::IValue> GraphExecutable::run(const std::vector<at::Tensor>& inp
       Param& p = state.params[static_cast<size_t>(o.index)];
       static_cast<device::StorageHandle*>(p.storage->data_ptr().get_context())
           ->set_buffer(std::move(outputs[k]), o.dims, o.element_type);
+    } else if (o.to_cpu_input) {
+      // Waits for the program: the CPU tensor must hold its new value when run() returns.
+      at::Tensor cpu = inputs[static_cast<size_t>(o.index)];
+      cpu.copy_(wrap_buffer(std::move(outputs[k]), o.dims, o.dtype, dev));
     } else {
       fresh[static_cast<size_t>(o.index)] =
           wrap_buffer(std::move(outputs[k]), o.dims, o.dtype, dev);
