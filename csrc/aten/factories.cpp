@@ -1,7 +1,9 @@
 // empty / empty_strided: storage is allocated lazily, so these touch no device memory.
 // triu_indices / tril_indices: checked as on the CPU, then their lowered out= forms compute the
 // indices on the device (lowering/trilu_indices.cpp).
+// _efficientzerotensor: a tensor without storage, as on the CPU and CUDA.
 #include <ATen/EmptyTensor.h>
+#include <ATen/native/TensorFactories.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/tril_indices.h>
 #include <ATen/ops/triu_indices.h>
@@ -9,6 +11,7 @@
 #include <torch/library.h>
 
 #include "aten/executor.h"
+#include "device/current_device.h"
 #include "device/storage.h"
 #include "lowering/lowering.h"
 
@@ -63,8 +66,24 @@ at::Tensor trilu_indices(int64_t row, int64_t col, int64_t offset,
                 : at::tril_indices_outf(row, col, offset, out);
 }
 
+// Autograd's stand-in for a gradient known to be zero (sgn's for a real input): no storage; the
+// ZeroTensor key materializes zeros only where an op needs the values. Built as the CPU's
+// kernel builds it (no dtype check: nothing of that dtype is ever stored).
+at::Tensor efficientzerotensor(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
+                               std::optional<c10::Layout> layout, std::optional<c10::Device> device,
+                               std::optional<bool> pin_memory) {
+  c10::Device d = device.value_or(c10::Device(c10::kPrivateUse1));
+  if (!d.has_index()) d = c10::Device(c10::kPrivateUse1, device::current_device());
+  at::native::ZeroTensorAllocator allocator(d);
+  auto keys = c10::DispatchKeySet(c10::DispatchKey::PrivateUse1) |
+              c10::DispatchKeySet(c10::DispatchKey::ZeroTensor);
+  c10::ScalarType t = dtype.value_or(c10::typeMetaToScalarType(c10::get_default_dtype()));
+  return at::detail::empty_generic(size, &allocator, keys, t, std::nullopt);
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty.memory_format", empty_memory_format);
+  m.impl("_efficientzerotensor", efficientzerotensor);
   m.impl("empty_strided", empty_strided);
   m.impl("triu_indices", trilu_indices<true>);
   m.impl("tril_indices", trilu_indices<false>);
