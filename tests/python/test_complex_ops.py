@@ -479,3 +479,22 @@ def test_gradients_match_cpu(name):
     assert_close(ta.grad.cpu(), a.grad, rtol=1e-4, atol=1e-5)
     if b.grad is not None:
         assert_close(tb.grad.cpu(), b.grad, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("name,fn", [
+    ("c64_times_c128", lambda a, b, r: a * b.to(torch.complex128)),
+    ("c64_plus_f64", lambda a, b, r: a + r.double()),
+    ("f32_div_c64", lambda a, b, r: r / a),
+    ("c128_eq_c64", lambda a, b, r: a.to(torch.complex128) == a),
+    ("where_mixed", lambda a, b, r: torch.where(r > 0, a, r.double())),
+    ("cat_mixed", lambda a, b, r: torch.cat([a, b.to(torch.complex128)])),
+    ("mm_c64_f32", lambda a, b, r: a @ r.T.to(torch.complex64)),
+])
+def test_mixed_precision_promotion(name, fn):
+    a, b = _crandn(3, 4, seed=15), _crandn(3, 4, seed=16)
+    r = torch.randn(3, 4, generator=torch.Generator().manual_seed(17))
+    expected = fn(a, b, r)
+    before = fallback_counts()
+    got = fn(a.to(DEV), b.to(DEV), r.to(DEV))
+    assert new_fallbacks(before) == {}
+    _check(got, expected, TOL[torch.complex64])
