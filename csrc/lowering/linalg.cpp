@@ -1,6 +1,10 @@
 // Matrix products on stablehlo.dot_general. bf16/f16 products ask for an f32 result (the
 // preferred element type) and round once, as CPU's BLAS paths accumulate in f32; integer
 // products stay in their own type so they are exact (and wrap like CPU on overflow).
+#include <ATen/ops/_linalg_check_errors.h>
+#include <torch/library.h>
+
+#include "aten/executor.h"
 #include "lowering/lowering.h"
 
 namespace torchtpu::lowering {
@@ -93,6 +97,24 @@ TORCHTPU_LOWERING("aten::addmm", with_bias(kMM));
 TORCHTPU_LOWERING("aten::baddbmm", with_bias(kBMM));
 TORCHTPU_LOWERING("aten::addbmm", with_bias(kAddBMM));
 TORCHTPU_LOWERING("aten::addmv", with_bias(kMV));
+
+// _linalg_solve_ex(A, B, left, check_errors): with check_errors (torch.linalg.solve_ex(...,
+// check_errors=True)) the CPU raises on a nonzero info. A program cannot raise, so the lowered op
+// runs without it and the host checks its info afterwards, as the CPU kernel does (one sync,
+// only when asked).
+void linalg_solve_ex_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const size_t first = stack->size() - op.schema().arguments().size();
+  c10::IValue& check = (*stack)[first + 3];
+  if (!check.toBool()) return aten::tpu_boxed_kernel(op, stack);
+  bool single = (*stack)[first].toTensor().dim() == 2;
+  check = c10::IValue(false);
+  aten::tpu_boxed_kernel(op, stack);
+  at::_linalg_check_errors(stack->back().toTensor(), "torch.linalg.solve_ex", single);
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_linalg_solve_ex", torch::CppFunction::makeFromBoxedFunction<&linalg_solve_ex_kernel>());
+}
 
 }  // namespace
 }  // namespace torchtpu::lowering

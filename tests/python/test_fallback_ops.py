@@ -271,3 +271,26 @@ def test_efficientzerotensor_factory():
     assert torch.equal((z + torch.arange(4, dtype=torch.int32, device="tpu:1")).cpu(),
                        torch.arange(4, dtype=torch.int32))
     _no_fallback(before)
+
+
+# ---- linalg.solve_ex(check_errors=True) ----
+
+@pytest.mark.parametrize("left", [True, False])
+def test_linalg_solve_ex_check_errors(left):
+    A = make((2, 3, 3), torch.float32, seed=5) + 3 * torch.eye(3)
+    B = make((2, 3, 2) if left else (2, 2, 3), torch.float32, seed=6)
+    before = fallback_counts()
+    got = torch.linalg.solve_ex(A.to("tpu"), B.to("tpu"), left=left, check_errors=True)
+    want = torch.linalg.solve_ex(A, B, left=left, check_errors=True)
+    for a, e in zip(got, want):
+        assert a.dtype == e.dtype and a.shape == e.shape
+        torch.testing.assert_close(a.cpu(), e, rtol=1e-4, atol=1e-5)
+    _no_fallback(before)
+
+
+def test_linalg_solve_ex_check_errors_singular():
+    S = make((2, 3, 3), torch.float32, seed=7)
+    S[1] = 0
+    for A in (S, S[1]):
+        b = make(A.shape[:-1], torch.float32, seed=8)
+        _same_error(lambda a, v: torch.linalg.solve_ex(a, v, check_errors=True), A, b)
