@@ -662,7 +662,7 @@ bool complex_capable(const std::string& lowering_name) {
       "aten::cosh", "aten::tanh", "aten::asin", "aten::acos", "aten::atan", "aten::asinh",
       "aten::acosh", "aten::atanh", "aten::sigmoid",
       // predicates and comparisons
-      "aten::eq", "aten::ne", "aten::isnan", "aten::isinf", "aten::isfinite",
+      "aten::eq", "aten::ne", "aten::isnan", "aten::isinf", "aten::isfinite", "aten::nan_to_num",
       // reductions (var/std/norms give real results)
       "aten::sum", "aten::mean", "aten::prod", "aten::cumsum", "aten::cumprod", "aten::var",
       "aten::std", "aten::var_mean", "aten::std_mean", "aten::linalg_vector_norm", "aten::norm",

@@ -211,17 +211,22 @@ std::vector<Value> lower_logit(LoweringContext& ctx) {
 
 std::vector<Value> lower_nan_to_num(LoweringContext& ctx) {
   Value x = input(ctx, ctx.out_type().dtype);
-  if (!is_fp(x.dtype())) return {x};
+  if (!is_fp(x.dtype()) && !shlo::is_complex(x.dtype())) return {x};
   FunctionBuilder& b = ctx.b;
-  auto value_or = [&](const char* name, double fallback) {
-    size_t i = ctx.index_of(name);
-    return cst(b, ctx.is_none(i) ? fallback : ctx.double_arg(i), x);
+  // Real values, or each part of a complex value as CPU does.
+  auto replace = [&](Value v) {
+    auto value_or = [&](const char* name, double fallback) {
+      size_t i = ctx.index_of(name);
+      return cst(b, ctx.is_none(i) ? fallback : ctx.double_arg(i), v);
+    };
+    double big = max_finite(v.dtype());
+    Value r = b.select(is_nan(b, v), value_or("nan", 0.0), v);
+    r = b.select(cmp(b, v, cst(b, kInf, v), CompareDirection::kEQ), value_or("posinf", big), r);
+    return b.select(cmp(b, v, cst(b, -kInf, v), CompareDirection::kEQ), value_or("neginf", -big),
+                    r);
   };
-  double big = max_finite(x.dtype());
-  Value r = b.select(is_nan(b, x), value_or("nan", 0.0), x);
-  r = b.select(cmp(b, x, cst(b, kInf, x), CompareDirection::kEQ), value_or("posinf", big), r);
-  return {
-      b.select(cmp(b, x, cst(b, -kInf, x), CompareDirection::kEQ), value_or("neginf", -big), r)};
+  if (!shlo::is_complex(x.dtype())) return {replace(x)};
+  return {make_complex(b, replace(real_part(b, x)), replace(imag_part(b, x)), x.dtype())};
 }
 
 std::vector<Value> lower_signbit(LoweringContext& ctx) {

@@ -215,6 +215,17 @@ def test_in_place_and_out_variants(dtype):
     assert_close(out.cpu(), b.exp(), **TOL[dtype])
 
 
+@pytest.mark.parametrize("dtype", CDTYPES, ids=["c64", "c128"])
+@pytest.mark.parametrize("kwargs", [{}, dict(nan=1.5, posinf=7.0, neginf=-8.0)])
+def test_nan_to_num_replaces_each_part(kwargs, dtype):
+    x = _special(dtype)
+    before = fallback_counts()
+    got = torch.nan_to_num(x.to(DEV), **kwargs)
+    assert new_fallbacks(before) == {}
+    assert torch.equal(torch.view_as_real(got.cpu()),
+                       torch.view_as_real(torch.nan_to_num(x, **kwargs)))
+
+
 def _special(dtype):
     inf, nan = float("inf"), float("nan")
     vals = [complex(nan, 1), complex(1, nan), complex(0, nan), complex(inf, 0), complex(1, -inf),
