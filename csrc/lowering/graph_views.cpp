@@ -249,6 +249,7 @@ TORCHTPU_GRAPH_LOWERING("aten::ones_like", fill_with(1));
 TORCHTPU_GRAPH_LOWERING("aten::empty_like", fill_with(0));
 TORCHTPU_GRAPH_LOWERING("aten::empty.memory_format", fill_with(0));
 TORCHTPU_GRAPH_LOWERING("aten::empty_strided", fill_with(0));
+TORCHTPU_GRAPH_LOWERING("aten::empty_permuted", fill_with(0));
 TORCHTPU_GRAPH_LOWERING("aten::new_zeros", fill_with(0));
 TORCHTPU_GRAPH_LOWERING("aten::new_ones", fill_with(1));
 TORCHTPU_GRAPH_LOWERING("aten::new_empty", fill_with(0));

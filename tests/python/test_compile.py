@@ -152,3 +152,18 @@ def test_dynamic_true_specializes_per_size():
     for n in (3, 5, 3):
         x, y = torch.randn(n, 4), torch.randn(4, 2)
         torch.testing.assert_close(f(x.to(DEV), y.to(DEV)).cpu(), (x @ y).relu().sum(0))
+
+
+def test_graph_with_empty_permuted_compiles():
+    # Transformers' MoE dispatch allocates with empty_permuted inside compiled forwards.
+    def f(x):
+        y = torch.empty_permuted((3, 4), (1, 0), device=x.device)
+        y.copy_(x * 2)
+        return y + 1
+
+    x = torch.randn(3, 4)
+    before = set(tpu_dynamo.graph_metrics())
+    out = torch.compile(f, backend="tpu")(x.to(DEV))
+    torch.testing.assert_close(out.cpu(), f(x))
+    graphs = _new_graphs(before)
+    assert graphs and not any("eager_reason" in g for g in graphs.values()), graphs
