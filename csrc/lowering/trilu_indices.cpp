@@ -1,5 +1,6 @@
-// triu_indices.out / tril_indices.out (row, col, offset, *, out (2, N)): the coordinates of a
-// row x col matrix's upper / lower triangle in row-major order, computed on the device from
+// triu_indices.out / tril_indices.out (row, col, offset, *, out (2, N)) and, in compiled graphs,
+// the functional triu_indices / tril_indices (row, col, offset, *, dtype, ...): the coordinates of
+// a row x col matrix's upper / lower triangle in row-major order, computed on the device from
 // iotas. The functional factories size `out` (aten/factories.cpp); row, col and offset are
 // structural, so each triangle is its own small program and nothing is uploaded.
 //
@@ -67,6 +68,10 @@ LoweringFn trilu_indices(bool upper) {
 
 TORCHTPU_LOWERING("aten::triu_indices.out", trilu_indices(true));
 TORCHTPU_LOWERING("aten::tril_indices.out", trilu_indices(false));
+// Compiled graphs carry the functional factories (with the result type from their fake
+// tensors); eager calls reach the out= forms through the kernels in aten/factories.cpp.
+TORCHTPU_GRAPH_LOWERING("aten::triu_indices", trilu_indices(true));
+TORCHTPU_GRAPH_LOWERING("aten::tril_indices", trilu_indices(false));
 
 }  // namespace
 }  // namespace torchtpu::lowering

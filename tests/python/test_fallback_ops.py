@@ -136,6 +136,23 @@ def test_trilu_indices_defaults_device_and_out(fn):
     _no_fallback(before)
 
 
+def test_trilu_indices_compiled():
+    from torchtpu import _dynamo as tpu_dynamo
+
+    def f(x):
+        i = torch.triu_indices(4, 5, 1, device=x.device)
+        j = torch.tril_indices(5, 4, -1, dtype=torch.int32, device=x.device)
+        return x[i[0], i[1]] * 2, j * 3
+
+    x = torch.randn(4, 5)
+    before = set(tpu_dynamo.graph_metrics())
+    got = torch.compile(f, backend="tpu")(x.to("tpu"))
+    for a, e in zip(got, f(x)):
+        assert a.dtype == e.dtype and torch.equal(a.cpu(), e)
+    graphs = {k: v for k, v in tpu_dynamo.graph_metrics().items() if k not in before}
+    assert graphs and not any("eager_reason" in g for g in graphs.values()), graphs
+
+
 @pytest.mark.parametrize("fn", [torch.triu_indices, torch.tril_indices])
 def test_trilu_indices_errors(fn):
     name = fn.__name__
