@@ -23,6 +23,11 @@ from torch._functorch.aot_autograd import make_boxed_func
 from torch._inductor.output_code import OutputCode
 
 from . import _C
+from . import _fake_impls
+
+
+# Fake-tensor rules for tpu tensors (see _fake_impls), before Dynamo traces anything.
+_fake_impls.register()
 
 log = logging.getLogger("torchtpu.compile")
 

@@ -109,3 +109,26 @@ def test_grouped_mm_bad_input_names_the_problem():
         torch._grouped_mm(a, w, offs=OFFS.long().to("tpu"))
     # The process stays usable.
     assert torch._grouped_mm(a, w, offs=OFFS.to("tpu")).shape == (10, 5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_grouped_mm_compiles_in_any_float_dtype(dtype):
+    # PyTorch's meta kernel (used while tracing) only takes bf16; tpu tensors get ours.
+    from torchtpu import _dynamo as tpu_dynamo
+
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    a, w = torch.randn(10, 4).to(dtype), torch.randn(3, 4, 5).to(dtype)
+
+    def f(a, w, offs):
+        return torch.nn.functional.grouped_mm(a, w, offs=offs).relu()
+
+    before = set(tpu_dynamo.graph_metrics())
+    out = torch.compile(f, backend="tpu", fullgraph=True)(a.to("tpu"), w.to("tpu"),
+                                                          OFFS.to("tpu"))
+    graphs = {k: v for k, v in tpu_dynamo.graph_metrics().items() if k not in before}
+    assert graphs and not any("eager_reason" in g for g in graphs.values()), graphs
+    tol = dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else dict(rtol=1e-2, atol=1e-2)
+    torch.testing.assert_close(out.cpu().float(), reference(a.float(), w.float(), OFFS).relu(),
+                               **tol)
+    torch._dynamo.reset()
