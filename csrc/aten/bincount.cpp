@@ -3,7 +3,7 @@
 //   1. a count program, torchtpu::bincount_max: the input's max, or -1 when any value is negative,
 //   2. one sync: the host reads that 0-d result and makes the CPU's checks with it,
 //   3. a static program, torchtpu::bincount_static, taking the length as a structural int.
-// Both are lowered in lowering/bincount.cpp and cached per signature like any op.
+// Both are lowered in lowering/histogram.cpp and cached per signature like any op.
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
 #include <torch/library.h>

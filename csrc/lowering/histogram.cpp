@@ -1,5 +1,9 @@
-// torchtpu::histogram_from_edges: the static program behind torch.histogram and
-// torch.histogramdd (their kernels, which pick the bin edges, are in aten/histogram.cpp).
+// Counting into bins: torchtpu::histogram_from_edges, the static program behind torch.histogram
+// and torch.histogramdd (their kernels, which pick the bin edges, are in aten/histogram.cpp), and
+// the two programs behind torch.bincount (its kernel, with the one sync between them, is in
+// aten/bincount.cpp): torchtpu::bincount_max sizes the result, torchtpu::bincount_static counts.
+#include <limits>
+
 #include "lowering/lowering.h"
 #include "lowering/sorting.h"
 
@@ -7,6 +11,21 @@ namespace torchtpu::lowering {
 namespace {
 
 using shlo::CompareDirection;
+
+// bins (P,) with upd[i] (M,) added at bins[idx[i]] (idx (M,) int64, in range), in index order
+// as the CPU kernels' loops add.
+Value scatter_add(FunctionBuilder& b, Value bins, Value idx, Value upd) {
+  int64_t m = idx.type.numel();
+  TensorType sc(bins.dtype(), {});
+  return b.op_multi(
+      "stablehlo.scatter", {bins, b.reshape(idx, {m, 1}), upd}, {bins.type},
+      "indices_are_sorted = false, scatter_dimension_numbers = #stablehlo.scatter<"
+      "inserted_window_dims = [0], scatter_dims_to_operand_dims = [0], index_vector_dim = 1>, "
+      "unique_indices = false",
+      {{{sc, sc}, [](FunctionBuilder& rb, const std::vector<Value>& a) -> std::vector<Value> {
+          return {rb.add(a[0], a[1])};
+        }}})[0];
+}
 
 // histogram_from_edges(self (M, D), edges[D], weight (M)?, density) -> hist (n_0, ..., n_D-1)
 // with n_d = edges[d].numel() - 1. As on the CPU: an element lands in the bin whose left edge
@@ -47,16 +66,7 @@ std::vector<Value> lower_histogram_from_edges(LoweringContext& ctx) {
                            : b.reshape(b.convert(ctx.tensor(2), t), {m});
   // Scatter-add each weight into its bin; dropped elements go to an extra bin p, cut off after.
   Value target = b.select(valid, flat, b.constant_int(p, s64_m));
-  TensorType sc(t, {});
-  Value hist = b.op_multi(
-      "stablehlo.scatter", {b.constant(0, TensorType(t, {p + 1})), b.reshape(target, {m, 1}), w},
-      {TensorType(t, {p + 1})},
-      "indices_are_sorted = false, scatter_dimension_numbers = #stablehlo.scatter<"
-      "inserted_window_dims = [0], scatter_dims_to_operand_dims = [0], index_vector_dim = 1>, "
-      "unique_indices = false",
-      {{{sc, sc}, [](FunctionBuilder& rb, const std::vector<Value>& a) -> std::vector<Value> {
-          return {rb.add(a[0], a[1])};
-        }}})[0];
+  Value hist = scatter_add(b, b.constant(0, TensorType(t, {p + 1})), target, w);
   hist = b.slice(hist, {0}, {p}, {1});
   hist = b.reshape(hist, out.shape);
   if (ctx.bool_arg(3)) {  // density: / total, then / each dimension's bin widths
@@ -74,7 +84,37 @@ std::vector<Value> lower_histogram_from_edges(LoweringContext& ctx) {
   return {coerce(b, hist, out)};
 }
 
+// bincount_max(self (N,), N > 0) -> int64 0-d: max(self), or -1 when any element is negative
+// (the CPU's "non-negative inputs" error; one value so the host reads once).
+std::vector<Value> lower_bincount_max(LoweringContext& ctx) {
+  auto& b = ctx.b;
+  Value x = ctx.tensor(0);
+  x = b.reshape(b.convert(x, ElementType::kS64), {x.type.numel()});
+  TensorType s64(ElementType::kS64, {});
+  Value mx = b.reduce_simple(x, b.constant_int(std::numeric_limits<int64_t>::min(), s64), {0},
+                             "stablehlo.maximum");
+  Value mn = b.reduce_simple(x, b.constant_int(std::numeric_limits<int64_t>::max(), s64), {0},
+                             "stablehlo.minimum");
+  Value neg = b.compare(mn, b.constant_int(0, s64), CompareDirection::kLT);
+  return {coerce(b, b.select(neg, b.constant_int(-1, s64), mx), ctx.out_type())};
+}
+
+// bincount_static(self (N,), weights (N,)?, size) -> (size,): out[self[i]] += weights[i] (or 1).
+// The kernel has checked 0 <= self < size.
+std::vector<Value> lower_bincount_static(LoweringContext& ctx) {
+  auto& b = ctx.b;
+  const TensorType& out = ctx.out_type();
+  Value x = ctx.tensor(0);
+  int64_t n = x.type.numel();
+  if (n == 0 || out.numel() == 0) return {zeros(b, out)};
+  Value upd = ctx.is_none(1) ? b.constant_int(1, TensorType(out.dtype, {n}))
+                             : b.reshape(b.convert(ctx.tensor(1), out.dtype), {n});
+  return {scatter_add(b, zeros(b, out), b.convert(x, ElementType::kS64), upd)};
+}
+
 TORCHTPU_LOWERING("torchtpu::histogram_from_edges", lower_histogram_from_edges);
+TORCHTPU_LOWERING("torchtpu::bincount_max", lower_bincount_max);
+TORCHTPU_LOWERING("torchtpu::bincount_static", lower_bincount_static);
 
 }  // namespace
 }  // namespace torchtpu::lowering
