@@ -663,6 +663,8 @@ bool complex_capable(const std::string& lowering_name) {
       "aten::acosh", "aten::atanh", "aten::sigmoid",
       // predicates and comparisons
       "aten::eq", "aten::ne", "aten::isnan", "aten::isinf", "aten::isfinite", "aten::nan_to_num",
+      "aten::logical_and", "aten::logical_or", "aten::logical_xor", "aten::logical_not",
+      "aten::any", "aten::all",
       // reductions (var/std/norms give real results)
       "aten::sum", "aten::mean", "aten::prod", "aten::cumsum", "aten::cumprod", "aten::var",
       "aten::std", "aten::var_mean", "aten::std_mean", "aten::linalg_vector_norm", "aten::norm",

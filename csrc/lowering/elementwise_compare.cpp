@@ -28,7 +28,11 @@ LoweringFn comparison(CompareDirection dir) {
 
 LoweringFn logical(const char* stablehlo_op) {
   return [stablehlo_op](LoweringContext& ctx) -> std::vector<Value> {
-    Value p = operand(ctx, 0, ElementType::kPred), q = operand(ctx, 1, ElementType::kPred);
+    auto pred = [&](size_t i) {
+      return coerce(ctx.b, truth(ctx.b, ctx.tensor(i)),
+                    ctx.out_type().with_dtype(ElementType::kPred));
+    };
+    Value p = pred(0), q = pred(1);
     return {finish(ctx, ctx.b.binary(stablehlo_op, p, q))};
   };
 }

@@ -244,7 +244,7 @@ std::vector<Value> lower_bitwise_not(LoweringContext& ctx) {
 }
 
 std::vector<Value> lower_logical_not(LoweringContext& ctx) {
-  Value p = ctx.b.convert(ctx.tensor(0), ElementType::kPred);
+  Value p = truth(ctx.b, ctx.tensor(0));
   return {finish(ctx, ctx.b.unary("stablehlo.not", p))};
 }
 

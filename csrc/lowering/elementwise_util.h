@@ -76,6 +76,13 @@ inline Value complex_abs(FunctionBuilder& b, Value z) {
   return b.select(lor(b, re_inf, im_inf), cst(b, inf, r), r);
 }
 
+// x != 0 as bool: a complex value is true when either part is nonzero (a conversion would
+// look at the real part only).
+inline Value truth(FunctionBuilder& b, Value x) {
+  if (!shlo::is_complex(x.dtype())) return b.convert(x, ElementType::kPred);
+  return cmp(b, x, cst(b, 0, x), CompareDirection::kNE);
+}
+
 using UnaryFn = std::function<Value(FunctionBuilder&, Value)>;
 
 inline UnaryFn unary_fn(const char* name) {

@@ -364,7 +364,7 @@ enum class DimForm { kAll, kInt, kOptList };
 LoweringFn any_all(bool is_any, DimForm form) {
   return [is_any, form](LoweringContext& ctx) -> std::vector<Value> {
     FunctionBuilder& b = ctx.b;
-    Value x = b.convert(ctx.tensor(0), ElementType::kPred);
+    Value x = ew::truth(b, ctx.tensor(0));
     std::vector<int64_t> dims;
     if (form == DimForm::kAll) {
       dims = all_dims(x.rank());

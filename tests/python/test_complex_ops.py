@@ -30,6 +30,13 @@ def _on(t, like):
     return t.to(like.device)
 
 
+def _zeroish(z):
+    # zeroes one part or both in a pattern: real-only, imaginary-only and zero entries
+    keep_re = _on(torch.tensor([[1, 0, 1, 0], [0, 0, 1, 1], [1, 1, 0, 0]]), z).to(z.real.dtype)
+    keep_im = _on(torch.tensor([[0, 1, 1, 0], [0, 1, 0, 1], [1, 0, 1, 0]]), z).to(z.real.dtype)
+    return torch.complex(z.real * keep_re, z.imag * keep_im)
+
+
 MASK = torch.tensor([[True, False, True, False], [False, False, True, True], [True] * 4])
 IDX = torch.tensor([2, 0, 1, 2])
 GIDX = torch.tensor([[0, 1, 2, 3], [3, 2, 1, 0], [1, 1, 1, 1]])
@@ -100,6 +107,15 @@ OPS = {
     "eq_complex_scalar": lambda a, b: a == (1 + 2j),
     "real_eq_complex_scalar": lambda a, b: a.real == (1 + 2j),
     "real_ne_complex_scalar": lambda a, b: a.real != (1 + 0j),
+    # truthiness: nonzero when either part is (0 + 1j is true)
+    "logical_not": lambda a, b: torch.logical_not(_zeroish(a)),
+    "logical_and": lambda a, b: torch.logical_and(_zeroish(a), _zeroish(b)),
+    "logical_or": lambda a, b: torch.logical_or(_zeroish(a), b.real),
+    "logical_xor": lambda a, b: torch.logical_xor(_zeroish(a), _zeroish(b)),
+    "any": lambda a, b: torch.stack([_zeroish(a).any(), (_zeroish(a) * 0).any()]),
+    "any_dim": lambda a, b: _zeroish(a).any(1),
+    "all": lambda a, b: torch.stack([_zeroish(a).all(), (a + 1j).all()]),
+    "all_dim": lambda a, b: _zeroish(a).all(0),
     # reductions
     "sum": lambda a, b: a.sum(),
     "sum_dim": lambda a, b: a.sum(1, keepdim=True),
