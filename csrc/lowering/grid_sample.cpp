@@ -15,6 +15,7 @@
 
 #include "aten/executor.h"
 #include "lowering/lowering.h"
+#include "runtime/runtime.h"
 
 namespace torchtpu::lowering {
 namespace {
@@ -60,8 +61,9 @@ struct Sampler {
   // differed from the CPU's by up to ~3e-4 relative. Neither an optimization barrier (removed
   // before codegen) nor an f64 product (LLVM narrows it back to an f32 multiply) keeps them
   // apart, so the exact f64 product is rounded to f32's 24 bits (to nearest even) on its bits.
+  // Not on TPU, where 64-bit arithmetic is emulated and costly: the plain product there.
   Value mul_rounded(Value a, double s) {
-    if (ct != ElementType::kF32) return b.mul(a, full(s));
+    if (ct != ElementType::kF32 || runtime::get().platform() == "tpu") return b.mul(a, full(s));
     auto i64 = [&](int64_t v) {
       return b.broadcast_to(b.constant_int(v, TensorType(ElementType::kS64, {})), nq());
     };
