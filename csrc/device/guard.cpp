@@ -1,11 +1,14 @@
-// DeviceGuard support for tpu: a thread-local current device and one default stream per device
-// (PJRT orders work on a device itself, so streams carry no extra semantics yet).
+// DeviceGuard support for tpu: a thread-local current device, streams and events. PJRT orders
+// work on a device itself, so every stream of a device is that one in-order queue.
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <memory>
 #include <thread>
+#include <vector>
 
 #include "device/current_device.h"
 #include "runtime/inflight.h"
@@ -15,6 +18,9 @@ namespace torchtpu::device {
 namespace {
 
 thread_local int tls_current_device = 0;
+// The current stream id per device index for this thread (0: the default stream).
+thread_local std::vector<c10::StreamId> tls_current_streams;
+std::atomic<c10::StreamId> next_stream_id{1};
 
 // The thread that loaded the extension (the interpreter's main thread in practice).
 const std::thread::id loading_thread = std::this_thread::get_id();
@@ -50,45 +56,103 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     note_selecting_thread();
     tls_current_device = d.has_index() ? d.index() : 0;
   }
+  // Every stream of a device is the device's single in-order PJRT queue; stream ids only give
+  // streams an identity (so set_stream/current_stream round-trip), they order nothing extra.
   c10::Stream getStream(c10::Device d) const noexcept override {
-    return c10::Stream(c10::Stream::DEFAULT, d);
+    c10::DeviceIndex i = index_of(d);
+    c10::StreamId id =
+        static_cast<size_t>(i) < tls_current_streams.size() ? tls_current_streams[i] : 0;
+    return c10::Stream(c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, i), id);
   }
   c10::Stream getDefaultStream(c10::Device d) const override {
-    return c10::Stream(c10::Stream::DEFAULT, d);
+    return c10::Stream(c10::Stream::DEFAULT,
+                       c10::Device(c10::DeviceType::PrivateUse1, index_of(d)));
   }
-  c10::Stream exchangeStream(c10::Stream s) const noexcept override { return s; }
-  // Every stream is the device's single in-order queue (stronger ordering than asked for).
-  c10::Stream getNewStream(c10::Device d, int priority) const override {
-    return c10::Stream(c10::Stream::DEFAULT, d);
+  c10::Stream exchangeStream(c10::Stream s) const noexcept override {
+    c10::Stream old = getStream(s.device());
+    c10::DeviceIndex i = index_of(s.device());
+    if (static_cast<size_t>(i) >= tls_current_streams.size()) tls_current_streams.resize(i + 1, 0);
+    tls_current_streams[i] = s.id();
+    return old;
   }
+  c10::Stream getNewStream(c10::Device d, int priority) const override { return new_stream(d); }
   c10::Stream getStreamFromGlobalPool(c10::Device d, bool isHighPriority) const override {
-    return c10::Stream(c10::Stream::DEFAULT, d);
+    return new_stream(d);
   }
   c10::DeviceIndex deviceCount() const noexcept override {
     return runtime::is_available() ? static_cast<c10::DeviceIndex>(runtime::get().device_count())
                                    : 0;
   }
-  // One in-order queue per device: PJRT executions on a device complete in order, so a stream
-  // is the device's queue and an event marks "everything launched on its device so far".
-  // Recording remembers the device; synchronizing waits for the device (torch.tpu.synchronize);
-  // blocking a stream on an event needs nothing, the queue already orders them.
+  // An event is a runtime::Marker: every execution launched on its device before record().
+  // Recording enqueues nothing (PJRT has no marker op); completion and its timestamp come from
+  // the executions' PJRT completion callbacks.
   void record(void** event, const c10::Stream& stream, const c10::DeviceIndex device_index,
               const c10::EventFlag flag) const override {
-    c10::DeviceIndex d = device_index >= 0 ? device_index : stream.device_index();
-    *event = reinterpret_cast<void*>(static_cast<intptr_t>(d) + 1);  // never null once recorded
+    c10::DeviceIndex d = index_of(stream.device());
+    TORCH_CHECK(device_index < 0 || device_index == d, "Event device index ", int(device_index),
+                " does not match recording stream's device index ", int(d), ".");
+    auto* e = static_cast<TpuEvent*>(*event);
+    if (e == nullptr) {
+      e = new TpuEvent;
+      *event = e;
+    }
+    e->timing = flag == c10::EventFlag::BACKEND_DEFAULT;
+    e->marker = runtime::record_marker(d);
   }
-  void block(void* event, const c10::Stream& stream) const override {}
-  bool queryEvent(void* event) const override { return true; }
-  void destroyEvent(void* event, const c10::DeviceIndex device_index) const noexcept override {}
+  // One queue per device already orders later work after the event on the same device. Other
+  // devices run their own queues: wait on the host there, the only order PJRT offers across
+  // devices.
+  void block(void* event, const c10::Stream& stream) const override {
+    if (event == nullptr) return;
+    const auto& m = *static_cast<TpuEvent*>(event)->marker;
+    if (m.device != index_of(stream.device())) runtime::wait_marker(m);
+  }
+  bool queryEvent(void* event) const override {
+    return event == nullptr || runtime::marker_done(*static_cast<TpuEvent*>(event)->marker);
+  }
+  void destroyEvent(void* event, const c10::DeviceIndex device_index) const noexcept override {
+    delete static_cast<TpuEvent*>(event);
+  }
   void synchronizeEvent(void* event) const override {
     if (event == nullptr) return;  // never recorded: nothing to wait for, as in CUDA
-    wait(static_cast<int>(reinterpret_cast<intptr_t>(event) - 1));
+    runtime::wait_marker(*static_cast<TpuEvent*>(event)->marker);
   }
-  bool queryStream(const c10::Stream& stream) const override { return true; }
-  void synchronizeStream(const c10::Stream& stream) const override { wait(stream.device_index()); }
+  // Milliseconds between the completion times of the two events' captured work (see
+  // runtime::Marker::completed). c10::Event has checked the timing flags and completion.
+  double elapsedTime(void* event1, void* event2,
+                     const c10::DeviceIndex device_index) const override {
+    TORCH_CHECK(event1 != nullptr && event2 != nullptr,
+                "Both events must be recorded before calculating elapsed time.");
+    auto* a = static_cast<TpuEvent*>(event1);
+    auto* b = static_cast<TpuEvent*>(event2);
+    TORCH_CHECK_VALUE(a->timing && b->timing,
+                      "Both events must be created with argument 'enable_timing=True'.");
+    TORCH_CHECK(runtime::marker_done(*a->marker) && runtime::marker_done(*b->marker),
+                "Both events must be completed before calculating elapsed time.");
+    return std::chrono::duration<double, std::milli>(b->marker->completed - a->marker->completed)
+        .count();
+  }
+  bool queryStream(const c10::Stream& stream) const override {
+    return !runtime::is_initialized() || runtime::executions_finished(index_of(stream.device()));
+  }
+  void synchronizeStream(const c10::Stream& stream) const override {
+    wait(index_of(stream.device()));
+  }
   void synchronizeDevice(const c10::DeviceIndex device_index) const override { wait(device_index); }
 
  private:
+  struct TpuEvent {
+    std::shared_ptr<runtime::Marker> marker;
+    bool timing = false;
+  };
+
+  static c10::DeviceIndex index_of(c10::Device d) {
+    return d.has_index() ? d.index() : static_cast<c10::DeviceIndex>(tls_current_device);
+  }
+  static c10::Stream new_stream(c10::Device d) {
+    return c10::Stream(c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, index_of(d)),
+                       next_stream_id++);
+  }
   static void wait(int device) {
     if (runtime::is_initialized()) runtime::wait_for_executions(device);
   }

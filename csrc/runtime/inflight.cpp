@@ -2,24 +2,99 @@
 
 #include <c10/util/Exception.h>
 
+#include <condition_variable>
 #include <deque>
 #include <map>
 #include <mutex>
+#include <set>
+#include <string>
+#include <vector>
 
 namespace torchtpu::runtime {
 namespace {
 
-std::mutex mutex;
-std::map<int, std::deque<std::unique_ptr<pjrt::Event>>> pending;
+struct DeviceState {
+  // Keeps the PJRT events alive until they are awaited or pruned; synchronize awaits them so
+  // it reports the plugin's error as the plugin words it.
+  std::deque<std::unique_ptr<pjrt::Event>> pending;
+  uint64_t launched = 0;  // executions are numbered 1, 2, ... per device in launch order
+  uint64_t finished = 0;  // every execution numbered <= finished has completed
+  std::set<uint64_t> finished_early;  // completed while an earlier one still runs
+  // Failures seen by the completion callbacks and not yet reported by a device synchronize.
+  std::map<uint64_t, std::string> failures;
+  std::multimap<uint64_t, std::shared_ptr<Marker>> waiting;  // markers by captured seq
+};
+
+// Leaked on purpose: plugin threads may still run completion callbacks while the process exits
+// and static destructors run.
+struct State {
+  std::mutex mutex;
+  std::condition_variable finished_cv;
+  std::map<int, DeviceState> devices;
+};
+State& state() {
+  static State* s = new State;
+  return *s;
+}
 // Checking readiness costs a plugin call: prune finished events only now and then.
 constexpr size_t kPruneThreshold = 256;
+
+// Runs on a plugin thread when execution `seq` of `device` finishes.
+void note_finished(int device, uint64_t seq, const std::string& error) {
+  State& st = state();
+  auto& mutex = st.mutex;
+  auto& finished_cv = st.finished_cv;
+  auto& devices = st.devices;
+  auto now = std::chrono::steady_clock::now();
+  std::lock_guard<std::mutex> g(mutex);
+  DeviceState& s = devices[device];
+  if (!error.empty()) s.failures.emplace(seq, error);
+  if (seq == s.finished + 1) {
+    s.finished = seq;
+    while (!s.finished_early.empty() && *s.finished_early.begin() == s.finished + 1) {
+      s.finished = *s.finished_early.begin();
+      s.finished_early.erase(s.finished_early.begin());
+    }
+  } else {
+    s.finished_early.insert(seq);
+  }
+  while (!s.waiting.empty() && s.waiting.begin()->first <= s.finished) {
+    Marker& m = *s.waiting.begin()->second;
+    m.completed = now;
+    m.done.store(true, std::memory_order_release);
+    s.waiting.erase(s.waiting.begin());
+  }
+  finished_cv.notify_all();
+}
 
 }  // namespace
 
 void track_execution(int device, std::unique_ptr<pjrt::Event> done) {
+  State& st = state();
+  auto& mutex = st.mutex;
+  auto& devices = st.devices;
   if (!done) return;
+  uint64_t seq;
+  {
+    std::lock_guard<std::mutex> g(mutex);
+    seq = ++devices[device].launched;
+  }
+  // Registered without the lock held: the plugin may run the callback right here when the
+  // execution already finished.
+  try {
+    done->on_ready([device, seq](const std::string& error) { note_finished(device, seq, error); });
+  } catch (const pjrt::Error&) {
+    // A plugin that cannot call back: wait now so markers stay right (as if launch-blocking).
+    std::string error;
+    try {
+      done->await();
+    } catch (const pjrt::Error& e) {
+      error = e.what();
+    }
+    note_finished(device, seq, error);
+  }
   std::lock_guard<std::mutex> g(mutex);
-  auto& q = pending[device];
+  auto& q = devices[device].pending;
   q.push_back(std::move(done));
   if (q.size() >= kPruneThreshold) {
     while (!q.empty() && q.front()->is_ready()) {
@@ -35,13 +110,19 @@ void track_execution(int device, std::unique_ptr<pjrt::Event> done) {
 }
 
 void wait_for_executions(int device) {
+  State& st = state();
+  auto& mutex = st.mutex;
+  auto& finished_cv = st.finished_cv;
+  auto& devices = st.devices;
   std::deque<std::unique_ptr<pjrt::Event>> events;
+  std::vector<std::pair<int, uint64_t>> targets;
   {
     std::lock_guard<std::mutex> g(mutex);
-    for (auto& [d, q] : pending) {
+    for (auto& [d, s] : devices) {
       if (device >= 0 && d != device) continue;
-      for (auto& e : q) events.push_back(std::move(e));
-      q.clear();
+      for (auto& e : s.pending) events.push_back(std::move(e));
+      s.pending.clear();
+      targets.emplace_back(d, s.launched);
     }
   }
   std::string first_error;
@@ -52,7 +133,63 @@ void wait_for_executions(int device) {
       if (first_error.empty()) first_error = err.what();
     }
   }
+  // The completion callbacks may run a little after Await returns; wait for them too, so an
+  // event recorded before this call queries true after it. This also covers executions another
+  // thread numbered but had not queued yet when we took `pending`.
+  {
+    std::unique_lock<std::mutex> lk(mutex);
+    for (const auto& t : targets) {
+      const int d = t.first;
+      const uint64_t target = t.second;
+      finished_cv.wait(lk, [&] { return devices[d].finished >= target; });
+      auto& failures = devices[d].failures;
+      for (auto it = failures.begin(); it != failures.end() && it->first <= target;) {
+        if (first_error.empty()) first_error = it->second;
+        it = failures.erase(it);
+      }
+    }
+  }
   TORCH_CHECK(first_error.empty(), "torchtpu: an asynchronous execution failed: ", first_error);
+}
+
+bool executions_finished(int device) {
+  State& st = state();
+  auto& mutex = st.mutex;
+  auto& devices = st.devices;
+  std::lock_guard<std::mutex> g(mutex);
+  auto it = devices.find(device);
+  return it == devices.end() || it->second.finished >= it->second.launched;
+}
+
+std::shared_ptr<Marker> record_marker(int device) {
+  State& st = state();
+  auto& mutex = st.mutex;
+  auto& devices = st.devices;
+  auto m = std::make_shared<Marker>();
+  m->device = device;
+  std::lock_guard<std::mutex> g(mutex);
+  DeviceState& s = devices[device];
+  m->seq = s.launched;
+  if (s.finished >= m->seq) {
+    m->completed = std::chrono::steady_clock::now();
+    m->done.store(true, std::memory_order_release);
+  } else {
+    s.waiting.emplace(m->seq, m);
+  }
+  return m;
+}
+
+void wait_marker(const Marker& m) {
+  State& st = state();
+  auto& mutex = st.mutex;
+  auto& finished_cv = st.finished_cv;
+  auto& devices = st.devices;
+  std::unique_lock<std::mutex> lk(mutex);
+  finished_cv.wait(lk, [&] { return marker_done(m); });
+  const auto& failures = devices[m.device].failures;
+  if (!failures.empty() && failures.begin()->first <= m.seq) {
+    TORCH_CHECK(false, "torchtpu: an asynchronous execution failed: ", failures.begin()->second);
+  }
 }
 
 }  // namespace torchtpu::runtime
