@@ -643,7 +643,7 @@ bool complex_capable(const std::string& lowering_name) {
       "aten::zero", "aten::cat", "aten::stack", "aten::index", "aten::index_select", "aten::gather",
       "aten::where", "aten::masked_fill", "aten::flip", "aten::roll", "aten::constant_pad_nd",
       "aten::repeat", "aten::tril", "aten::triu", "aten::index_put", "aten::scatter",
-      "aten::scatter_add",
+      "aten::scatter_add", "torchtpu::masked_select_static", "torchtpu::all_equal",
       // views and factories as compiled graphs lower them (values there, dtype-agnostic)
       "aten::view", "aten::_unsafe_view", "aten::reshape", "aten::squeeze", "aten::unsqueeze",
       "aten::flatten", "aten::alias", "aten::detach", "aten::expand", "aten::permute",
@@ -699,6 +699,10 @@ void tpu_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const OpPlan& plan = plan_for(op);
   if (!plan.lowering) return cpu_fallback(op, stack, "no lowering");
   if (!complex_capable(plan.lowering_name) && has_complex_operand(op, *stack)) {
+    // torchtpu:: helpers (unique_count, ...) have no CPU kernel to fall back to.
+    TORCH_CHECK_NOT_IMPLEMENTED(op.schema().name().rfind("torchtpu::", 0) != 0,
+                                "torchtpu: ", op.schema().name(),
+                                " does not support complex tensors on tpu");
     return cpu_fallback(op, stack, "no complex lowering");
   }
   try {

@@ -170,6 +170,10 @@ OPS = {
     "scatter_reduce_add": lambda a, b: a.scatter(1, _on(GIDX, a), b, reduce="add"),
     "scatter_reduce_multiply": lambda a, b: a.scatter(1, _on(GIDX, a), b, reduce="multiply"),
     "scatter_value": lambda a, b: a.scatter(1, _on(GIDX, a), 2 - 1j),
+    "masked_select": lambda a, b: torch.masked_select(a, _on(MASK, a)),
+    "bool_mask_index": lambda a, b: a[_on(MASK, a)],
+    "equal": lambda a, b: torch.tensor([torch.equal(a, a), torch.equal(a, b),
+                                        torch.equal(a, a.conj())], device=a.device),
     "flip": lambda a, b: a.flip(0),
     "roll": lambda a, b: a.roll(1, 1),
     "repeat": lambda a, b: a.repeat(2, 1),
@@ -372,6 +376,13 @@ def test_complex_inputs_cpu_rejects_are_errors(name, fn):
         fn(a, b)
     with pytest.raises((RuntimeError, NotImplementedError)):
         fn(a.to(DEV), b.to(DEV)).cpu()
+
+
+def test_tpu_helper_without_complex_lowering_is_a_clear_error():
+    # unique's count program is a torchtpu:: op with no CPU kernel to fall back to; CPU has no
+    # complex unique either.
+    with pytest.raises(NotImplementedError, match="unique"):
+        torch.unique(_crandn(5).to(DEV))
 
 
 def test_complex_half_is_a_clear_error():
