@@ -644,6 +644,8 @@ bool complex_capable(const std::string& lowering_name) {
       "aten::where", "aten::masked_fill", "aten::flip", "aten::roll", "aten::constant_pad_nd",
       "aten::repeat", "aten::tril", "aten::triu", "aten::index_put", "aten::scatter",
       "aten::scatter_add", "torchtpu::masked_select_static", "torchtpu::all_equal",
+      "aten::index_add", "aten::index_copy", "aten::index_fill", "aten::masked_scatter",
+      "aten::take", "aten::put",
       // views and factories as compiled graphs lower them (values there, dtype-agnostic)
       "aten::view", "aten::_unsafe_view", "aten::reshape", "aten::squeeze", "aten::unsqueeze",
       "aten::flatten", "aten::alias", "aten::detach", "aten::expand", "aten::permute",
@@ -668,9 +670,10 @@ bool complex_capable(const std::string& lowering_name) {
       // reductions (var/std/norms give real results)
       "aten::sum", "aten::mean", "aten::prod", "aten::cumsum", "aten::cumprod", "aten::var",
       "aten::std", "aten::var_mean", "aten::std_mean", "aten::linalg_vector_norm", "aten::norm",
+      "aten::trace",
       // products
       "aten::mm", "aten::bmm", "aten::dot", "aten::vdot", "aten::mv", "aten::addmm", "aten::addmv",
-      "aten::baddbmm", "aten::addbmm", "aten::addr"};
+      "aten::baddbmm", "aten::addbmm", "aten::addr", "aten::linalg_cross"};
   return ok.count(lowering_name.substr(0, lowering_name.find('.'))) > 0;
 }
 
