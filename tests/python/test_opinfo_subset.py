@@ -166,3 +166,31 @@ def test_wider_dtype_run_arbitrates_when_cpu_overflows():
     op = next(o for o in op_db if o.name == "matrix_exp")
     rec = opinfo.run_one(op, "float16", max_samples=16)
     assert rec["category"] == "pass-native", rec
+
+
+class _FakeBernoulliOpInfo(_FakeRandomOpInfo):
+    """bernoulli with a per-element p; on tpu, `ignore_p` draws every element with the mean p,
+    which keeps the pooled share of ones (the pooled test cannot see it)."""
+
+    def __init__(self, ignore_p: bool):
+        super().__init__(1.0)
+        self.ignore_p = ignore_p
+
+    def _draw(self, x):
+        if x.device.type == "tpu" and self.ignore_p:
+            return torch.bernoulli(torch.full_like(x, float(x.mean())))
+        return torch.bernoulli(x)
+
+    def sample_inputs(self, device, dtype, requires_grad=False):
+        import types
+
+        p = torch.linspace(0.02, 0.98, 64, dtype=dtype, device=device)
+        yield types.SimpleNamespace(input=p, args=(), kwargs={},
+                                    output_process_fn_grad=lambda o: o)
+
+
+def test_distribution_check_catches_ignored_per_element_parameters():
+    assert opinfo.run_one(_FakeBernoulliOpInfo(False), "float32")["category"] == "pass-native"
+    bad = opinfo.run_one(_FakeBernoulliOpInfo(True), "float32")
+    assert bad["category"] == "mismatch", bad
+    assert "per-position" in bad["detail"]

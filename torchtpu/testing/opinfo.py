@@ -525,7 +525,9 @@ def _seeded_draws(op, seed_box: list):
 #     RANDOM_PERMUTATIONS such shuffles. Shuffling whole runs, not values, keeps the test valid for
 #     ops whose values within one run are dependent (dropout2d/3d drop whole channels); for the
 #     Kolmogorov distribution the bound is a p-value of about 1e-5. Seeds are fixed, so the
-#     verdict is reproducible.
+#     verdict is reproducible;
+#   - per position, the means across runs must agree within the same run-shuffle bound (see
+#     _positions_differ): a draw that ignores per-element parameters keeps the pooled mixture.
 RANDOM_MIN_DRAWS = 4000
 RANDOM_MAX_RUNS = 300
 RANDOM_PERMUTATIONS = 300
@@ -587,6 +589,46 @@ def _distributions_differ(tpu_runs: list, cpu_runs: list, rtol: float, atol: flo
             null.append(_ks_distance(x, y, rtol, atol))
     mean, sd = float(np.mean(null)), float(np.std(null))
     return (d, mean, sd) if d > mean + RANDOM_SIGMAS * sd else None
+
+
+def _positions_differ(tpu_runs: list, cpu_runs: list, rtol: float, atol: float):
+    """(S, null mean, null sd) when the per-position means of tpu's runs differ from CPU's
+    beyond the run-shuffle bound, else None. Pooling all positions (_distributions_differ)
+    cannot see a draw that ignores per-element parameters (bernoulli's p, normal's mean tensor)
+    but keeps their overall mixture; this compares each position across runs:
+    S = sum_j max(0, |mean_tpu_j - mean_cpu_j| - tol_j)^2 / (var_tpu_j + var_cpu_j) / runs, with
+    tol_j = atol + rtol |mean_cpu_j| (rounding is not a difference). A position that is constant
+    on both sides but apart beyond tol_j is a mismatch outright."""
+    import numpy as np
+
+    x = np.stack(tpu_runs + cpu_runs).astype(np.float64)  # (2R, J)
+    finite = np.isfinite(x).all(axis=0)
+    if not finite.any() or x.shape[1] == 0:
+        return None
+    x = x[:, finite]
+    r = len(tpu_runs)
+
+    def stat(mask):
+        a, b = x[mask], x[~mask]
+        ma, mb = a.mean(axis=0), b.mean(axis=0)
+        va, vb = a.var(axis=0), b.var(axis=0)
+        d = np.maximum(0.0, np.abs(ma - mb) - (atol + rtol * np.abs(mb)))
+        v = (va + vb) / r
+        if np.any((v == 0) & (d > 0)):
+            return math.inf
+        return float(np.sum(np.where(v > 0, d * d / np.where(v > 0, v, 1.0), 0.0)))
+
+    mask = np.zeros(2 * r, dtype=bool)
+    mask[:r] = True
+    observed = stat(mask)
+    if observed == 0.0:
+        return None
+    rng = np.random.default_rng(0)
+    null = [stat(rng.permutation(mask)) for _ in range(RANDOM_PERMUTATIONS)]
+    null = [v for v in null if math.isfinite(v)]
+    mean = float(np.mean(null)) if null else 0.0
+    sd = float(np.std(null)) if null else 0.0
+    return (observed, mean, sd) if observed > mean + RANDOM_SIGMAS * sd else None
 
 
 def _proportions_differ(k1: int, n1: int, k2: int, n2: int) -> bool:
@@ -696,6 +738,12 @@ def _distribution_check(op, sample, with_grad, keep_cpu, ref_out, ref_grads) -> 
             raise _Mismatch(f"random op, slot {i}: tpu draws differ from CPU's in distribution "
                             f"(Kolmogorov-Smirnov D={d:.3f}; runs shuffled between the sides: "
                             f"{mean:.3f} +- {sd:.3f}; {tv.size} vs {cv.size} values)")
+        differ = _positions_differ(tv_runs, cv_runs, rtol, atol)
+        if differ:
+            st, mean, sd = differ
+            raise _Mismatch(f"random op, slot {i}: per-position means of tpu's draws differ from "
+                            f"CPU's (S={st:.3g}; runs shuffled between the sides: {mean:.3g} +- "
+                            f"{sd:.3g}; {len(tv_runs)} runs)")
     return f"{runs} seeded runs per side"
 
 
@@ -1022,7 +1070,10 @@ def markdown_summary(records: list[dict], meta: dict | None = None) -> str:
                  "tolerances above) must stay within the mean plus "
                  f"{RANDOM_SIGMAS:g} standard deviations of {RANDOM_PERMUTATIONS} shuffles of "
                  "whole runs between the sides (a p-value of about 1e-5; at 4,000 draws a side "
-                 "it rejects a difference of the distribution functions of about 0.055). The "
+                 "it rejects a difference of the distribution functions of about 0.055); per "
+                 "output position, the means across runs must agree within the same kind of "
+                 "bound (a draw that ignored per-element parameters would keep the pooled "
+                 "mixture). The "
                  "detail column says `random: samples compared by distribution`.")
     lines.append("- `empty`, `empty_like`, `empty_strided`, `empty_permuted`, `new_empty`, "
                  "`new_empty_strided` return uninitialized memory: their shapes, dtypes and "
