@@ -14,6 +14,7 @@ __all__ = [
     "initial_seed", "get_rng_state", "set_rng_state", "get_rng_state_all", "set_rng_state_all",
     "memory_allocated", "max_memory_allocated", "reset_peak_memory_stats", "memory_stats",
     "empty_cache", "get_device_name", "default_generators",
+    "Event", "Stream", "StreamContext", "current_stream", "default_stream", "set_stream", "stream",
 ]
 
 
@@ -201,3 +202,142 @@ def get_amp_supported_dtype() -> list[torch.dtype]:
 
 def is_bf16_supported() -> bool:
     return True
+
+
+# Events and streams. PJRT runs a device's executions in one ordered queue of its own, so every
+# stream of a tpu device maps to that queue: streams have distinct ids (set_stream and
+# current_stream round-trip, `with stream:` nests) but order nothing beyond what the queue does,
+# and work on two streams of one device never overlaps more than on one stream. Different
+# devices are different queues and do run concurrently.
+
+
+def _valid_index(d: Any) -> int:
+    index = _index(d)
+    _lazy_init()
+    count = device_count()
+    if not 0 <= index < count:
+        raise RuntimeError(
+            f"Invalid device index tpu:{index}: torchtpu has {count} device(s) "
+            f"(valid indices 0..{count - 1})"
+        )
+    return index
+
+
+class _EventMeta(type):
+    def __instancecheck__(cls, obj: Any) -> bool:
+        return isinstance(obj, torch.Event) and torch.device(obj.device).type == "tpu"
+
+
+class Event(metaclass=_EventMeta):
+    """An event on a tpu device, shaped like torch.cuda.Event: ``torch.tpu.Event(...)`` returns a
+    plain ``torch.Event`` on tpu, and ``isinstance(e, torch.tpu.Event)`` holds for every tpu
+    torch.Event. (torch.Event.elapsed_time accepts only exact torch.Event objects, so a subclass
+    could not be timed against the events torch itself creates.)
+
+    record() captures every execution launched on the device so far; query() is True once
+    they have all finished (and for an event never recorded); synchronize() blocks the host
+    until then and raises RuntimeError if one of them failed. Recording launches nothing.
+    wait(stream) needs nothing on the event's own device (one ordered queue per device); on
+    another device the host waits for the event.
+
+    With enable_timing=True, elapsed_time(end) is the milliseconds between the moments the two
+    events completed: when the last execution each captured finished, as seen by the host from
+    PJRT's completion callback, or the record time when nothing was still running then. It
+    measures device work plus host-side completion latency (microseconds), not on-device clock
+    cycles. ``blocking`` is accepted for torch.cuda compatibility; synchronize always blocks.
+    """
+
+    def __new__(cls, enable_timing: bool = False, blocking: bool = False,
+                interprocess: bool = False) -> torch.Event:
+        if interprocess:
+            raise ValueError("torch.tpu.Event: interprocess events are not supported on tpu")
+        return torch.Event(device=torch.device("tpu", current_device()),
+                           enable_timing=bool(enable_timing), blocking=bool(blocking))
+
+
+class Stream(torch.Stream):
+    """A stream on a tpu device, shaped like torch.cuda.Stream.
+
+    Every stream of a device is the device's single ordered PJRT queue (see above); `priority`
+    is accepted and ignored. query() is True when all work launched on the device has
+    finished; synchronize() waits for it and raises if any failed.
+    """
+
+    def __new__(cls, device: Any = None, priority: int = 0, **kwargs):
+        if kwargs:  # wrap an existing stream: stream_id=, device_index=, device_type=
+            return super().__new__(cls, priority=priority, **kwargs)
+        return super().__new__(cls, device=torch.device("tpu", _valid_index(device)),
+                               priority=priority)
+
+    def wait_event(self, event: torch.Event) -> None:
+        """Makes later work on this stream wait for `event` (see torch.tpu.Event)."""
+        super().wait_event(event)
+
+    def wait_stream(self, stream: torch.Stream) -> None:
+        """Makes later work on this stream wait for the work launched so far on `stream`."""
+        super().wait_stream(stream)
+
+    def record_event(self, event: torch.Event | None = None) -> torch.Event:
+        """Records `event` (a new event if None) on this stream and returns it."""
+        return super().record_event(event)
+
+
+def _as_tpu_stream(s: torch.Stream) -> Stream:
+    return Stream(stream_id=s.stream_id, device_index=s.device_index, device_type=s.device_type)
+
+
+def current_stream(device: Any = None) -> Stream:
+    """This thread's current stream on the device (default: the current device)."""
+    return _as_tpu_stream(torch.accelerator.current_stream(_valid_index(device)))
+
+
+def default_stream(device: Any = None) -> Stream:
+    """The device's default stream (id 0, the stream current until set_stream changes it)."""
+    s = torch.accelerator.current_stream(_valid_index(device))
+    return Stream(stream_id=0, device_index=s.device_index, device_type=s.device_type)
+
+
+def set_stream(stream: torch.Stream | None) -> None:
+    """Makes `stream` current on its device and its device current, as torch.cuda.set_stream.
+    None does nothing."""
+    if stream is None:
+        return
+    if torch.device(stream.device).type != "tpu":
+        raise ValueError(f"torch.tpu.set_stream: expected a tpu stream, got {stream}")
+    torch.accelerator.set_stream(stream)
+
+
+class StreamContext:
+    """Context manager that makes `stream` current (and its device current) and restores both
+    on exit; None does nothing. See torch.tpu.stream."""
+
+    def __init__(self, stream: torch.Stream | None):
+        if stream is not None and torch.device(stream.device).type != "tpu":
+            raise ValueError(f"torch.tpu.stream: expected a tpu stream, got {stream}")
+        self.stream = stream
+        self._prev_device = -1
+        self._prev_streams: list[torch.Stream] = []
+
+    def __enter__(self):
+        if self.stream is None:
+            return self.stream
+        self._prev_device = current_device()
+        # Both devices' current streams change back on exit, as torch.cuda.StreamContext does.
+        self._prev_streams = [torch.accelerator.current_stream(self._prev_device)]
+        if self.stream.device_index != self._prev_device:
+            self._prev_streams.append(torch.accelerator.current_stream(self.stream.device_index))
+        torch.accelerator.set_stream(self.stream)
+        return self.stream
+
+    def __exit__(self, *exc):
+        if self.stream is None:
+            return False
+        for s in reversed(self._prev_streams):
+            torch.accelerator.set_stream(s)  # the previous device's stream last: it is current
+        return False
+
+
+def stream(stream: torch.Stream | None) -> StreamContext:
+    """`with torch.tpu.stream(s):` runs the block with `s` as the current stream (and its device
+    as the current device). Every stream of a device is the same ordered queue (see Stream)."""
+    return StreamContext(stream)
