@@ -148,11 +148,25 @@ std::vector<Value> lower_div_mode(LoweringContext& ctx) {
   return {finish(ctx, floor_div(ctx.b, x, y))};
 }
 
-// Float and complex power is XLA's (complex: exp(y * log(x)) with 0^y handled); integers need
-// PyTorch's negative-exponent rule.
+// Complex power is XLA's except at a zero base, where XLA gives 0^0 = 1 and NaN for
+// 0^(1 + 1j); CPU's std::pow gives 0 when Re(y) > 0, inf + NaN j when Re(y) < 0, else NaN.
+Value pow_complex(FunctionBuilder& b, Value x, Value y) {
+  Value r = b.binary("stablehlo.power", x, y);
+  Value re_y = real_part(b, y);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  auto parts = [&](double re, double im) {
+    return make_complex(b, cst(b, re, re_y), cst(b, im, re_y), x.dtype());
+  };
+  Value at_zero = b.select(
+      cmp(b, re_y, cst(b, 0, re_y), CompareDirection::kGT), cst(b, 0, x),
+      b.select(lt0(b, re_y), parts(std::numeric_limits<double>::infinity(), nan), parts(nan, nan)));
+  return b.select(cmp(b, x, cst(b, 0, x), CompareDirection::kEQ), at_zero, r);
+}
+
+// Float power is XLA's; integers need PyTorch's negative-exponent rule.
 Value pow_any(FunctionBuilder& b, Value x, Value y) {
-  return is_fp(x.dtype()) || shlo::is_complex(x.dtype()) ? b.binary("stablehlo.power", x, y)
-                                                         : pow_int(b, x, y);
+  if (shlo::is_complex(x.dtype())) return pow_complex(b, x, y);
+  return is_fp(x.dtype()) ? b.binary("stablehlo.power", x, y) : pow_int(b, x, y);
 }
 
 // pow(complex tensor, Scalar) as CPU's pow_tensor_scalar: exponents 0 and 1 fill and copy,
@@ -160,7 +174,7 @@ Value pow_any(FunctionBuilder& b, Value x, Value y) {
 // infinities and zeros differ from exp(y log x) (CPU's (1 + inf j)^2 is -inf + inf j). The
 // exponent is a runtime value, so the special case is selected at run time.
 Value pow_complex_scalar(FunctionBuilder& b, Value x, Value y) {
-  Value r = b.binary("stablehlo.power", x, y);
+  Value r = pow_complex(b, x, y);
   auto when = [&](double e, Value v) {
     r = b.select(cmp(b, y, cst(b, e, y), CompareDirection::kEQ), v, r);
   };

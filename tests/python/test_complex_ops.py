@@ -310,6 +310,20 @@ def test_pow_scalar_special_exponents(exponent, dtype):
                  **TOL[dtype])
 
 
+@pytest.mark.parametrize("dtype", CDTYPES, ids=["c64", "c128"])
+def test_pow_zero_base(dtype):
+    # CPU's std::pow: 0 ** y is 0 for Re(y) > 0, inf + NaN j for Re(y) < 0, NaN otherwise
+    # (0 ** 0 too); XLA's own power said 1 for 0 ** 0 and NaN for 0 ** (1 + 1j).
+    exps = [0j, 2 + 0j, 1 + 1j, -1 + 0j, 0.5 + 0j, 1j, -2.5 + 1j]
+    z = torch.tensor([0j] * len(exps) + [complex(-0.0, 0)] * len(exps), dtype=dtype)
+    e = torch.tensor(exps * 2, dtype=dtype)
+    for fn in (lambda x, y: torch.pow(x, y), lambda x, y: 0.0 ** y,
+               lambda x, y: x ** (1 + 1j), lambda x, y: x ** (-2.5 + 1j)):
+        expected = torch.view_as_real(fn(z, e))
+        got = torch.view_as_real(fn(z.to(DEV), e.to(DEV)).cpu())
+        assert_close(got, expected, equal_nan=True, **TOL[dtype])
+
+
 BRANCH_POINTS = [complex(-2, 0.0), complex(-2, -0.0), complex(2, -0.0), complex(0.5, -0.0),
                  complex(-0.0, 2), complex(0.0, 2), complex(-0.0, -3), complex(-0.0, 0.5),
                  complex(1e30, -0.0), complex(-0.0, 1e30), complex(-3, -0.0)]
