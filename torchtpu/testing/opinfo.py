@@ -563,32 +563,40 @@ def _ks_distance(a, b, rtol: float, atol: float) -> float:
     return float(max(0.0, np.max(fb - fa_hi), np.max(fa - fb_hi)))
 
 
-def _distributions_differ(tpu_runs: list, cpu_runs: list, rtol: float, atol: float):
-    """(D, null mean, null sd) when tpu's pooled runs differ from CPU's beyond the run-shuffle
-    bound (see RANDOM_SIGMAS), else None."""
+def _beyond_run_shuffles(stat, n_tpu: int, n_runs: int):
+    """(observed, null mean, null sd) when stat(mask) for the true labelling (the first n_tpu of
+    n_runs runs are tpu's) exceeds the mean plus RANDOM_SIGMAS standard deviations of stat over
+    RANDOM_PERMUTATIONS shuffles of whole runs between the sides; else None. stat returns None
+    when undefined for a labelling, inf for a certain difference."""
     import numpy as np
 
-    def pooled(runs):
-        v = np.concatenate(runs)
-        return np.sort(v[np.isfinite(v)])
-
-    a, b = pooled(tpu_runs), pooled(cpu_runs)
-    if a.size == 0 or b.size == 0:
+    mask = np.zeros(n_runs, dtype=bool)
+    mask[:n_tpu] = True
+    observed = stat(mask)
+    if not observed:
         return None
-    d = _ks_distance(a, b, rtol, atol)
-    if d == 0.0:
-        return None
-    runs = tpu_runs + cpu_runs
     rng = np.random.default_rng(0)
-    null = []
-    for _ in range(RANDOM_PERMUTATIONS):
-        order = rng.permutation(len(runs))
-        x = pooled([runs[j] for j in order[:len(tpu_runs)]])
-        y = pooled([runs[j] for j in order[len(tpu_runs):]])
-        if x.size and y.size:
-            null.append(_ks_distance(x, y, rtol, atol))
-    mean, sd = float(np.mean(null)), float(np.std(null))
-    return (d, mean, sd) if d > mean + RANDOM_SIGMAS * sd else None
+    null = [stat(rng.permutation(mask)) for _ in range(RANDOM_PERMUTATIONS)]
+    null = [v for v in null if v is not None and math.isfinite(v)]
+    mean = float(np.mean(null)) if null else 0.0
+    sd = float(np.std(null)) if null else 0.0
+    return (observed, mean, sd) if observed > mean + RANDOM_SIGMAS * sd else None
+
+
+def _distributions_differ(tpu_runs: list, cpu_runs: list, rtol: float, atol: float):
+    """(D, null mean, null sd) when the Kolmogorov-Smirnov distance between tpu's and CPU's
+    pooled finite values is beyond the run-shuffle bound, else None."""
+    import numpy as np
+
+    runs = tpu_runs + cpu_runs
+
+    def stat(mask):
+        x = np.concatenate([r for r, m in zip(runs, mask) if m])
+        y = np.concatenate([r for r, m in zip(runs, mask) if not m])
+        x, y = np.sort(x[np.isfinite(x)]), np.sort(y[np.isfinite(y)])
+        return _ks_distance(x, y, rtol, atol) if x.size and y.size else None
+
+    return _beyond_run_shuffles(stat, len(tpu_runs), len(runs))
 
 
 def _positions_differ(tpu_runs: list, cpu_runs: list, rtol: float, atol: float):
@@ -611,24 +619,13 @@ def _positions_differ(tpu_runs: list, cpu_runs: list, rtol: float, atol: float):
     def stat(mask):
         a, b = x[mask], x[~mask]
         ma, mb = a.mean(axis=0), b.mean(axis=0)
-        va, vb = a.var(axis=0), b.var(axis=0)
         d = np.maximum(0.0, np.abs(ma - mb) - (atol + rtol * np.abs(mb)))
-        v = (va + vb) / r
+        v = (a.var(axis=0) + b.var(axis=0)) / r
         if np.any((v == 0) & (d > 0)):
             return math.inf
         return float(np.sum(np.where(v > 0, d * d / np.where(v > 0, v, 1.0), 0.0)))
 
-    mask = np.zeros(2 * r, dtype=bool)
-    mask[:r] = True
-    observed = stat(mask)
-    if observed == 0.0:
-        return None
-    rng = np.random.default_rng(0)
-    null = [stat(rng.permutation(mask)) for _ in range(RANDOM_PERMUTATIONS)]
-    null = [v for v in null if math.isfinite(v)]
-    mean = float(np.mean(null)) if null else 0.0
-    sd = float(np.std(null)) if null else 0.0
-    return (observed, mean, sd) if observed > mean + RANDOM_SIGMAS * sd else None
+    return _beyond_run_shuffles(stat, r, x.shape[0])
 
 
 def _proportions_differ(k1: int, n1: int, k2: int, n2: int) -> bool:
