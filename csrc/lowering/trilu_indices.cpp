@@ -4,14 +4,15 @@
 // iotas. The functional factories size `out` (aten/factories.cpp); row, col and offset are
 // structural, so each triangle is its own small program and nothing is uploaded.
 //
-// Element k of the N lies in row r = (last row whose first element's position <= k), found by
-// binary search over the rows' start positions, which have a closed form: row i of the lower
-// triangle holds clamp(i + offset + 1, 0, col) elements, row i of the upper one the rest of the
-// row, col - clamp(i + offset, 0, col).
+// Element k of the lower triangle lies in the last row whose start position is <= k. Row i holds
+// clamp(i + offset + 1, 0, col) elements, so the starts have a closed form (an arithmetic series,
+// then whole rows) that inverts with one square root, made exact by integer corrections. The
+// upper triangle is the lower one turned half a turn: (r, c) -> (row-1-r, col-1-c) maps it onto
+// the lower triangle at offset col - row - offset, and its k-th element onto that one's
+// (N-1-k)-th.
 #include <algorithm>
 
 #include "lowering/lowering.h"
-#include "lowering/sorting.h"
 
 namespace torchtpu::lowering {
 namespace {
@@ -20,20 +21,44 @@ struct Tril {
   FunctionBuilder& b;
   int64_t col, off;  // off clamped to [-row - 1, col]: beyond that the triangle does not change
   int64_t i0, i1;    // first row with elements, first full row
+  int64_t first;     // elements in row i0
+  int64_t series;    // elements in rows [i0, i1)
 
   Tril(FunctionBuilder& builder, int64_t row, int64_t c, int64_t offset)
       : b(builder), col(c), off(std::clamp(offset, -row - 1, c)) {
     i0 = std::max<int64_t>(0, -off);
     i1 = std::max(i0, col - off - 1);
+    first = i0 + off + 1;
+    series = (i1 - i0) * (i1 + i0 + 2 * off + 1) / 2;
   }
   Value k(int64_t v, const TensorType& t) { return b.constant_int(v, t); }
-  // Elements of the lower triangle in rows [0, r), for an int64 tensor of rows r: the rows
-  // [i0, min(r, i1)) hold i + off + 1 each (an arithmetic series), the rows [i1, r) col each.
+  // Elements in rows [0, r), for an int64 tensor of rows r: the rows [i0, min(r, i1)) hold
+  // i + off + 1 each, the rows [i1, r) col each.
   Value start(Value r) {
     const TensorType& t = r.type;
     Value m = b.clamp(k(i0, t), r, k(i1, t));
-    Value series = b.div(b.mul(b.sub(m, k(i0, t)), b.add(m, k(i0 + 2 * off + 1, t))), k(2, t));
-    return b.add(series, b.mul(k(col, t), b.max(k(0, t), b.sub(r, k(i1, t)))));
+    Value part = b.div(b.mul(b.sub(m, k(i0, t)), b.add(m, k(i0 + 2 * off + 1, t))), k(2, t));
+    return b.add(part, b.mul(k(col, t), b.max(k(0, t), b.sub(r, k(i1, t)))));
+  }
+  // The row of each position (int64 tensor): in the series, u = r - i0 solves
+  // u * (u + 2 * first - 1) / 2 <= pos (the root in f64, then +-1 until exact); past it, whole
+  // rows of col.
+  Value row_of(Value pos) {
+    const TensorType& t = pos.type;
+    TensorType f(ElementType::kF64, t.shape);
+    auto fk = [&](double v) { return b.constant(v, f); };
+    double a = 2.0 * static_cast<double>(first) - 1;
+    Value disc = b.add(fk(a * a), b.mul(fk(8), b.convert(pos, ElementType::kF64)));
+    Value u =
+        b.unary("stablehlo.floor", b.div(b.sub(b.unary("stablehlo.sqrt", disc), fk(a)), fk(2)));
+    Value r = b.add(b.convert(u, ElementType::kS64), k(i0, t));
+    for (int i = 0; i < 2; ++i) {
+      Value next = b.add(r, k(1, t));
+      r = b.select(b.compare(start(next), pos, shlo::CompareDirection::kLE), next, r);
+      r = b.select(b.compare(start(r), pos, shlo::CompareDirection::kGT), b.sub(r, k(1, t)), r);
+    }
+    Value rect = b.add(k(i1, t), b.div(b.sub(pos, k(series, t)), k(col, t)));
+    return b.select(b.compare(pos, k(series, t), shlo::CompareDirection::kLT), r, rect);
   }
 };
 
@@ -44,23 +69,17 @@ LoweringFn trilu_indices(bool upper) {
     const TensorType& out = ctx.out_type();
     int64_t n = out.shape.at(1);
     if (n == 0) return {zeros(b, out)};
-    // The upper triangle at offset is the complement of the lower one at offset - 1 (clamped
-    // first, where the upper triangle does not change either, so that it cannot overflow).
-    Tril lower(b, row, col, upper ? std::clamp(offset, -row - 1, col + 1) - 1 : offset);
-    auto start = [&](Value r) {
-      if (!upper) return lower.start(r);
-      return b.sub(b.mul(r, lower.k(col, r.type)), lower.start(r));
-    };
-    TensorType rows_t(ElementType::kS64, {1, row});
+    // Clamped first (the upper triangle does not change beyond it), so this cannot overflow.
+    int64_t off = upper ? col - row - std::clamp(offset, -row - 1, col + 1) : offset;
+    Tril lower(b, row, col, off);
     TensorType n_t(ElementType::kS64, {1, n});
-    Value starts = start(b.iota(rows_t, 1));
     Value pos = b.iota(n_t, 1);
-    Value r = b.sub(binary_search(b, starts, pos, /*right=*/true), lower.k(1, n_t));
-    Value c = b.sub(pos, start(r));
+    if (upper) pos = b.sub(lower.k(n - 1, n_t), pos);
+    Value r = lower.row_of(pos);
+    Value c = b.sub(pos, lower.start(r));
     if (upper) {
-      // A row of the upper triangle starts at column max(0, r + offset).
-      Value first = b.add(r, lower.k(std::clamp(offset, -row, col), n_t));
-      c = b.add(c, b.max(first, lower.k(0, n_t)));
+      r = b.sub(lower.k(row - 1, n_t), r);
+      c = b.sub(lower.k(col - 1, n_t), c);
     }
     return {b.convert(b.concatenate({r, c}, 0), out.dtype)};
   };

@@ -107,7 +107,7 @@ def test_bincount_float_input_not_implemented():
 # ---- triu_indices / tril_indices ----
 
 SHAPES = [(0, 0), (0, 3), (3, 0), (1, 1), (3, 3), (4, 6), (6, 4), (5, 1), (1, 5), (17, 9)]
-OFFSETS = [-100, -7, -4, -3, -1, 0, 1, 2, 3, 5, 8, 100]
+OFFSETS = [-2**62, -100, -7, -4, -3, -1, 0, 1, 2, 3, 5, 8, 100, 2**62]
 
 
 @pytest.mark.parametrize("fn", [torch.triu_indices, torch.tril_indices])
