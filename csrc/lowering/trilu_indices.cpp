@@ -41,14 +41,15 @@ struct Tril {
     return b.add(part, b.mul(k(col, t), b.max(k(0, t), b.sub(r, k(i1, t)))));
   }
   // The row of each position (int64 tensor): in the series, u = r - i0 solves
-  // u * (u + 2 * first - 1) / 2 <= pos (the root in f64, then +-1 until exact); past it, whole
-  // rows of col.
+  // u * (u + 2 * first - 1) / 2 <= pos, the root in f32 (no 64-bit floats, which TPUs emulate),
+  // then corrected on the integers: f32 puts the root within +-1 of the true one for any
+  // triangle below ~1e13 elements, and two rounds of +-1 make it exact; past it, whole rows.
   Value row_of(Value pos) {
     const TensorType& t = pos.type;
-    TensorType f(ElementType::kF64, t.shape);
+    TensorType f(ElementType::kF32, t.shape);
     auto fk = [&](double v) { return b.constant(v, f); };
     double a = 2.0 * static_cast<double>(first) - 1;
-    Value disc = b.add(fk(a * a), b.mul(fk(8), b.convert(pos, ElementType::kF64)));
+    Value disc = b.add(fk(a * a), b.mul(fk(8), b.convert(pos, ElementType::kF32)));
     Value u =
         b.unary("stablehlo.floor", b.div(b.sub(b.unary("stablehlo.sqrt", disc), fk(a)), fk(2)));
     Value r = b.add(b.convert(u, ElementType::kS64), k(i0, t));
