@@ -247,3 +247,48 @@ def test_stream_api_rejects_other_devices():
         torch.tpu.default_stream(99)
     with pytest.raises(RuntimeError, match="Invalid device index tpu:99"):
         torch.tpu.Stream("tpu:99")
+
+
+def test_current_stream_is_per_thread():
+    import threading
+
+    s = torch.tpu.Stream()
+    seen = []
+    with torch.tpu.stream(s):
+        t = threading.Thread(target=lambda: seen.append(torch.tpu.current_stream()))
+        t.start()
+        t.join()
+        assert torch.tpu.current_stream() == s
+    assert seen == [torch.tpu.default_stream()]
+
+
+def test_events_under_launch_blocking(run_python):
+    # Every op waits for its execution there, so an event recorded after work is done at once.
+    out = run_python(
+        """
+        import torch, torchtpu
+        x = torch.randn(1024, 1024, device="tpu")
+        y = x @ x @ x
+        e = torch.tpu.Event(enable_timing=True)
+        e.record()
+        print(e.query(), torch.tpu.current_stream().query())
+        """,
+        TPU_LAUNCH_BLOCKING="1",
+    ).stdout
+    assert out.split() == ["True", "True"]
+
+
+def test_exit_with_work_in_flight_and_waiting_events(run_python):
+    # Completion callbacks may run while the interpreter finalizes.
+    out = run_python(
+        """
+        import torch, torchtpu
+        x = torch.randn(2048, 2048, device="tpu")
+        y = x @ x @ x @ x
+        e = torch.tpu.Event()
+        e.record()
+        print(e.query())
+        """
+    )
+    assert out.stdout.split() == ["False"]
+    assert "terminate called" not in out.stderr
