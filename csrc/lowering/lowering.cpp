@@ -36,15 +36,31 @@ Category category(c10::ScalarType t) {
 
 }  // namespace
 
+namespace {
+// Names registered more than once: which entry wins would depend on static-initialization order
+// across files, so a test asserts this stays empty.
+std::vector<std::string>& duplicates() {
+  static std::vector<std::string> d;
+  return d;
+}
+}  // namespace
+
 void register_lowering(const std::string& op_name, LoweringFn fn) {
   std::lock_guard<std::mutex> g(table_mutex());
+  if (table().count(op_name)) duplicates().push_back(op_name);
   table()[op_name] = std::move(fn);
 }
 
 void register_graph_lowering(const std::string& op_name, LoweringFn fn) {
   std::lock_guard<std::mutex> g(table_mutex());
+  if (table().count(op_name)) duplicates().push_back(op_name);
   table()[op_name] = std::move(fn);
   graph_only()[op_name] = true;
+}
+
+std::vector<std::string> duplicate_lowerings() {
+  std::lock_guard<std::mutex> g(table_mutex());
+  return duplicates();
 }
 
 const LoweringFn* find_eager_lowering(const std::string& op_name) {

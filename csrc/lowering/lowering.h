@@ -98,6 +98,8 @@ const LoweringFn* find_lowering(const std::string& op_name);
 // Entries eager kernels may use.
 const LoweringFn* find_eager_lowering(const std::string& op_name);
 std::vector<std::string> lowered_op_names();
+// Op names registered more than once (should be none: one entry per op).
+std::vector<std::string> duplicate_lowerings();
 // For aten::_foreach_* ops: a lowering that applies the per-tensor op's lowering to every list
 // element, synthesized (and registered) on first use; null if there is no per-tensor lowering.
 const LoweringFn* foreach_lowering(const c10::OperatorHandle& op);

@@ -470,16 +470,6 @@ std::vector<Value> lower_aminmax(LoweringContext& ctx) {
           finish(ctx, reduce_extreme(ctx.b, x, dims, true), 1)};
 }
 
-std::vector<Value> lower_count_nonzero(LoweringContext& ctx) {
-  FunctionBuilder& b = ctx.b;
-  Value x = ctx.tensor(0);
-  Value nz = b.compare(x, b.constant(0, x.type), CompareDirection::kNE);
-  Value ones = b.convert(nz, ElementType::kS64);
-  std::vector<int64_t> dims =
-      ctx.int_list(1).empty() ? all_dims(x.rank()) : normalize_dims(ctx.int_list(1), x.rank());
-  return {finish(ctx, reduce_sum(b, ones, dims))};
-}
-
 // Sum of the main diagonal of a matrix.
 std::vector<Value> lower_trace(LoweringContext& ctx) {
   FunctionBuilder& b = ctx.b;
@@ -634,7 +624,6 @@ TORCHTPU_LOWERING("aten::cumsum", scan("stablehlo.add", 0));
 TORCHTPU_LOWERING("aten::_logcumsumexp", scan("", -INFINITY, logaddexp_combine));
 TORCHTPU_LOWERING("aten::nansum", lower_nansum);
 TORCHTPU_LOWERING("aten::aminmax", lower_aminmax);
-TORCHTPU_LOWERING("aten::count_nonzero.dim_IntList", lower_count_nonzero);
 TORCHTPU_LOWERING("aten::trace", lower_trace);
 TORCHTPU_LOWERING("aten::histc", lower_histc);
 TORCHTPU_LOWERING("aten::hash_tensor", lower_hash_tensor);

@@ -49,6 +49,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_synchronize", &aten::synchronize, py::arg("device") = -1,
         py::call_guard<py::gil_scoped_release>());
   m.def("_lowered_ops", &lowering::lowered_op_names);
+  m.def("_duplicate_lowerings", &lowering::duplicate_lowerings);
   m.def("_program_cache_size", &aten::program_cache_size);
   m.def("_cache_dir", &runtime::disk_cache_dir);
 
