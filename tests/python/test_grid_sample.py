@@ -47,14 +47,12 @@ def test_grid_sample_2d(mode, padding, align):
 @pytest.mark.parametrize("padding", PADDINGS)
 @pytest.mark.parametrize("mode", ["bilinear", "nearest"])
 def test_grid_sample_3d(mode, padding, align):
-    # Forward only: grid_sampler_3d_backward still runs through the CPU fallback.
+    # Forward and backward (grid_sampler_3d_backward is native too).
     torch.manual_seed(0)
     x = torch.randn(2, 3, 4, 5, 6)
     grid = torch.rand(2, 3, 4, 5, 3) * 2.6 - 1.3
-    before = _fallbacks()
-    fn = lambda a, g: F.grid_sample(a, g, mode=mode, padding_mode=padding, align_corners=align)
-    torch.testing.assert_close(fn(x.to("tpu"), grid.to("tpu")).cpu(), fn(x, grid), **TOL)
-    assert _fallbacks() == before
+    _check(lambda a, g: F.grid_sample(a, g, mode=mode, padding_mode=padding,
+                                      align_corners=align), [x, grid])
 
 
 def test_grid_sample_input_grad_only():
