@@ -130,14 +130,19 @@ std::vector<Value> lower_cdist_backward(LoweringContext& ctx) {
   Value per = dist_grad(b, d, gb, db, p);
   Value r =
       b.reduce_simple(per, b.constant(0, TensorType(ct, {})), {d.rank() - 2}, "stablehlo.add");
-  // x1 broadcast over batch dims it lacks (an empty batch, for one) gets their sum, as the
-  // gradient of an expand does.
-  std::vector<int64_t> extra;
-  for (int64_t i = 0; i < r.rank() - out.rank(); ++i) extra.push_back(i);
-  if (!extra.empty()) {
-    r = b.reduce_simple(r, b.constant(0, TensorType(ct, {})), extra, "stablehlo.add");
+  // x1 broadcast over batch dims it lacks or has as 1 (an empty batch, for one) gets their sum,
+  // as the gradient of an expand does.
+  std::vector<int64_t> summed;
+  const int64_t lead = r.rank() - out.rank();
+  for (int64_t i = 0; i < r.rank(); ++i) {
+    if (i < lead || (out.shape[static_cast<size_t>(i - lead)] == 1 && r.shape()[i] != 1)) {
+      summed.push_back(i);
+    }
   }
-  return {coerce(b, r, out)};
+  if (!summed.empty()) {
+    r = b.reduce_simple(r, b.constant(0, TensorType(ct, {})), summed, "stablehlo.add");
+  }
+  return {coerce(b, b.reshape(r, out.shape), out)};
 }
 
 // The condensed (row-major upper triangle, i < j) entries of an N x N matrix.

@@ -178,13 +178,15 @@ def test_hash_tensor():
 
 
 @pytest.mark.parametrize("p", [0.0, 1.0, 2.0, 3.0])
-def test_cdist_backward_with_a_broadcast_empty_batch(p):
-    # x1 has no batch dim and x2 an empty one: x1's gradient is the (empty) sum over that batch.
-    x1 = torch.randn(3, 5, requires_grad=True)
-    x2 = torch.randn(0, 4, 5, requires_grad=True)
+@pytest.mark.parametrize("x1_shape,x2_shape", [((3, 5), (0, 4, 5)), ((1, 3, 5), (0, 4, 5)),
+                                               ((1, 3, 5), (2, 4, 5)), ((3, 5), (2, 4, 5))])
+def test_cdist_backward_with_a_broadcast_batch(p, x1_shape, x2_shape):
+    # x1 lacks the batch dim or has it as 1: its gradient is the sum over that batch (empty too).
+    x1 = torch.randn(x1_shape, requires_grad=True)
+    x2 = torch.randn(x2_shape, requires_grad=True)
     t1 = x1.detach().to("tpu").requires_grad_()
     t2 = x2.detach().to("tpu").requires_grad_()
     torch.cdist(t1, t2, p=p).sum().backward()
     torch.cdist(x1, x2, p=p).sum().backward()
     assert t1.grad.shape == x1.grad.shape
-    assert torch.equal(t1.grad.cpu(), x1.grad)
+    torch.testing.assert_close(t1.grad.cpu(), x1.grad, rtol=1e-5, atol=1e-6)
