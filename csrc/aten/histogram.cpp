@@ -59,11 +59,13 @@ void check_inputs(const at::Tensor& input, at::TensorList bins,
                 "torch.histogramdd: if weight tensor is provided, input tensor and weight tensor "
                 "should have the same dtype, but got input(",
                 input.dtype(), "), and weight(", weight->dtype(), ")");
-    auto in_sizes = input.sizes().vec();
-    in_sizes.pop_back();
-    auto w_sizes = weight->sizes().vec();
-    if (w_sizes.empty()) w_sizes = {1};
-    TORCH_CHECK(in_sizes == w_sizes,
+    // Compared as views of the shapes: copying them into vectors and reassigning one from
+    // an initializer list made GCC 12 warn (-Wfree-nonheap-object, a false positive).
+    c10::IntArrayRef in_sizes = input.sizes().slice(0, input.dim() - 1);
+    c10::IntArrayRef w_sizes = weight->sizes();
+    const int64_t scalar_shape[] = {1};  // a 0-d weight counts as shape [1], as on the CPU
+    if (w_sizes.empty()) w_sizes = scalar_shape;
+    TORCH_CHECK(in_sizes.equals(w_sizes),
                 "torch.histogramdd: if weight tensor is provided it should have the same shape as "
                 "the input tensor excluding its innermost dimension, but got input with shape ",
                 input.sizes(), " and weight with shape ", weight->sizes());
