@@ -654,7 +654,7 @@ bool complex_capable(const std::string& lowering_name) {
       "aten::view_as_real", "aten::view_as_complex", "aten::_conj", "aten::_neg_view",
       // complex construction, FFT
       "aten::_fft_c2c", "aten::_fft_r2c", "aten::_fft_c2r", "aten::complex", "aten::polar",
-      "aten::conj_physical", "aten::abs", "aten::angle", "aten::sgn",
+      "aten::conj_physical", "aten::_conj_physical", "aten::abs", "aten::angle", "aten::sgn",
       // arithmetic
       "aten::add", "aten::sub", "aten::rsub", "aten::mul", "aten::div", "aten::neg",
       "aten::reciprocal", "aten::pow", "aten::addcmul", "aten::addcdiv", "aten::lerp",
@@ -663,6 +663,8 @@ bool complex_capable(const std::string& lowering_name) {
       "aten::sqrt", "aten::rsqrt", "aten::sin", "aten::cos", "aten::tan", "aten::sinh",
       "aten::cosh", "aten::tanh", "aten::asin", "aten::acos", "aten::atan", "aten::asinh",
       "aten::acosh", "aten::atanh", "aten::sigmoid",
+      // their backward ops (conjugated derivative)
+      "aten::tanh_backward", "aten::sigmoid_backward",
       // predicates and comparisons
       "aten::eq", "aten::ne", "aten::isnan", "aten::isinf", "aten::isfinite", "aten::nan_to_num",
       "aten::logical_and", "aten::logical_or", "aten::logical_xor", "aten::logical_not",

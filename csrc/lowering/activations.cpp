@@ -160,16 +160,22 @@ std::vector<Value> lower_log_sigmoid_backward(LoweringContext& ctx) {
   return {finish(ctx, b.mul(grad, d))};
 }
 
+// The derivative is conjugated for complex values (PyTorch's convention for holomorphic
+// functions: grad * conj(f'(x))); a no-op for real ones.
+Value conj_if_complex(FunctionBuilder& b, Value v) {
+  return shlo::is_complex(v.dtype()) ? conj(b, v) : v;
+}
+
 std::vector<Value> lower_sigmoid_backward(LoweringContext& ctx) {
   FunctionBuilder& b = ctx.b;
   Value grad = arg(ctx, 0), y = arg(ctx, 1);
-  return {finish(ctx, b.mul(grad, b.mul(b.sub(cst(b, 1, y), y), y)))};
+  return {finish(ctx, b.mul(grad, conj_if_complex(b, b.mul(b.sub(cst(b, 1, y), y), y))))};
 }
 
 std::vector<Value> lower_tanh_backward(LoweringContext& ctx) {
   FunctionBuilder& b = ctx.b;
   Value grad = arg(ctx, 0), y = arg(ctx, 1);
-  return {finish(ctx, b.mul(grad, b.sub(cst(b, 1, y), b.mul(y, y))))};
+  return {finish(ctx, b.mul(grad, conj_if_complex(b, b.sub(cst(b, 1, y), b.mul(y, y)))))};
 }
 
 // x * beta > threshold ? x : log1p(exp(x * beta)) / beta

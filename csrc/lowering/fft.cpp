@@ -171,6 +171,9 @@ std::vector<Value> lower_neg_view(LoweringContext& ctx) { return {ctx.b.neg(ctx.
 
 TORCHTPU_GRAPH_LOWERING("aten::_conj", lower_conj_view);
 TORCHTPU_GRAPH_LOWERING("aten::_neg_view", lower_neg_view);
+// AOTAutograd's decompositions of complex backward ops (tanh_backward, sigmoid_backward) emit
+// _conj_physical; eager calls reach conj_physical's out= form instead.
+TORCHTPU_GRAPH_LOWERING("aten::_conj_physical", lower_conj_physical);
 TORCHTPU_GRAPH_LOWERING("aten::view_as_real", lower_view_as_real);
 TORCHTPU_GRAPH_LOWERING("aten::view_as_complex", lower_view_as_complex);
 TORCHTPU_LOWERING("aten::_fft_c2c", lower_c2c);

@@ -578,3 +578,85 @@ def test_compiled_gradients_match_cpu(name, fresh_dynamo):
     assert_close(ta.grad.cpu(), a.grad, rtol=1e-4, atol=1e-5)
     if b.grad is not None:
         assert_close(tb.grad.cpu(), b.grad, rtol=1e-4, atol=1e-5)
+
+
+# ---- tanh/sigmoid backward: grad * conj(f'(x)), natively ----
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+@pytest.mark.parametrize("name,fn", [
+    ("tanh", lambda z: torch.tanh(z)),
+    ("sigmoid", lambda z: torch.sigmoid(z)),
+    ("tanh_abs", lambda z: torch.tanh(z).abs().sum()),
+    ("sigmoid_imag", lambda z: torch.sigmoid(z).imag.sum()),
+])
+def test_tanh_sigmoid_gradients_match_cpu(name, fn, dtype):
+    x = _crandn(3, 4, dtype=dtype, seed=21)
+    g = _crandn(3, 4, dtype=dtype, seed=22)
+    a = x.clone().requires_grad_()
+    out = fn(a)
+    out.backward(g if out.dim() else None)
+    t = x.to(DEV).requires_grad_()
+    before = fallback_counts()
+    got = fn(t)
+    got.backward(g.to(DEV) if got.dim() else None)
+    assert new_fallbacks(before) == {}
+    assert_close(got.detach().cpu(), out.detach(), **TOL[dtype])
+    tol = dict(rtol=1e-4, atol=1e-5) if dtype == torch.complex64 else TOL[dtype]
+    assert_close(t.grad.cpu(), a.grad, **tol)
+
+
+@pytest.mark.parametrize("f", [torch.tanh, torch.sigmoid])
+def test_tanh_sigmoid_compiled_gradients_match_cpu(f, fresh_dynamo):
+    # the backward graph (tanh_backward/sigmoid_backward decomposed to _conj_physical) compiles
+    def fn(z):
+        return f(z).abs().sum()
+
+    x = _crandn(3, 4, seed=27)
+    a = x.clone().requires_grad_()
+    fn(a).backward()
+    t = x.to(DEV).requires_grad_()
+    before = set(tpu_dynamo.graph_metrics())
+    fallbacks = fallback_counts()
+    torch.compile(fn, backend="tpu")(t).backward()
+    graphs = {k: v for k, v in tpu_dynamo.graph_metrics().items() if k not in before}
+    assert graphs and all("eager_reason" not in g for g in graphs.values()), graphs
+    assert new_fallbacks(fallbacks) == {}
+    assert_close(t.grad.cpu(), a.grad, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("op", [torch.ops.aten.tanh_backward, torch.ops.aten.sigmoid_backward])
+def test_tanh_sigmoid_backward_ops_conjugate(op):
+    g, y = _crandn(3, 4, seed=23), _crandn(3, 4, seed=24)
+    before = fallback_counts()
+    got = op(g.to(DEV), y.to(DEV))
+    assert new_fallbacks(before) == {}
+    assert_close(got.cpu(), op(g, y), **TOL[torch.complex64])
+
+
+# ---- torch.abs(z, out=t): t may have any dtype the real result casts to, as on CPU ----
+
+@pytest.mark.parametrize("out_dtype", [torch.float32, torch.float64, torch.float16,
+                                       torch.complex64])
+def test_abs_out_complex_input(out_dtype):
+    z = _crandn(3, 4, seed=25)
+    expected = torch.abs(z, out=torch.empty(0, dtype=out_dtype))
+    out = torch.empty(0, dtype=out_dtype, device=DEV)
+    before = fallback_counts()
+    r = torch.abs(z.to(DEV), out=out)
+    assert new_fallbacks(before) == {}
+    assert r is out and out.dtype == out_dtype and out.shape == expected.shape
+    assert_close(out.cpu(), expected, rtol=1e-3 if out_dtype == torch.float16 else 1e-5,
+                 atol=1e-6)
+
+
+def test_abs_out_complex_input_uncastable_raises_like_cpu():
+    z = _crandn(3, 4, seed=26)
+    with pytest.raises(RuntimeError, match="can't be cast to the desired output type Int"):
+        torch.abs(z, out=torch.empty(3, 4, dtype=torch.int32))
+    with pytest.raises(RuntimeError, match="can't be cast to the desired output type Int"):
+        torch.abs(z.to(DEV), out=torch.empty(3, 4, dtype=torch.int32, device=DEV))
+    # a complex out= must be z's own dtype
+    with pytest.raises(RuntimeError, match="Found dtype ComplexDouble but expected ComplexFloat"):
+        torch.abs(z, out=torch.empty(3, 4, dtype=torch.complex128))
+    with pytest.raises(RuntimeError, match="Found dtype ComplexDouble but expected ComplexFloat"):
+        torch.abs(z.to(DEV), out=torch.empty(3, 4, dtype=torch.complex128, device=DEV))
