@@ -220,6 +220,55 @@ def test_gpt2_lm_head_forward_backward():
 
 
 # --------------------------------------------------------------------------------------------
+# More model families: one forward and backward each, in eval mode (no dropout or layer drop)
+
+
+def _zoo_model(name):
+    """(model, inputs) for a tiny member of each family, built from a config."""
+    import transformers as tf
+
+    ids = torch.randint(0, 100, (2, 12))
+    if name == "t5":
+        cfg = tf.T5Config(vocab_size=100, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4,
+                          decoder_start_token_id=0, pad_token_id=0)
+        return tf.T5ForConditionalGeneration(cfg), dict(input_ids=ids,
+                                                        labels=ids[:, :6].contiguous())
+    if name == "mistral_sliding_window":
+        cfg = tf.MistralConfig(vocab_size=100, hidden_size=32, intermediate_size=64,
+                               num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                               sliding_window=4)
+        return tf.MistralForCausalLM(cfg), dict(input_ids=ids, labels=ids)
+    if name == "qwen2_moe":
+        cfg = tf.Qwen2MoeConfig(vocab_size=100, hidden_size=32, intermediate_size=64,
+                                moe_intermediate_size=16, shared_expert_intermediate_size=32,
+                                num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                num_experts=4, num_experts_per_tok=2)
+        return tf.Qwen2MoeForCausalLM(cfg), dict(input_ids=ids, labels=ids)
+    if name == "vit":
+        cfg = tf.ViTConfig(image_size=16, patch_size=4, hidden_size=32, intermediate_size=64,
+                           num_hidden_layers=2, num_attention_heads=4, num_labels=3)
+        return tf.ViTForImageClassification(cfg), dict(pixel_values=torch.randn(2, 3, 16, 16),
+                                                       labels=torch.tensor([0, 2]))
+    if name == "wav2vec2_ctc":  # weight-normed positional conv, CTC loss
+        cfg = tf.Wav2Vec2Config(vocab_size=20, hidden_size=32, intermediate_size=64,
+                                num_hidden_layers=2, num_attention_heads=4, conv_dim=(16, 16),
+                                conv_stride=(5, 2), conv_kernel=(10, 3),
+                                num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4,
+                                mask_time_prob=0.0)
+        return tf.Wav2Vec2ForCTC(cfg), dict(input_values=torch.randn(2, 800),
+                                            labels=torch.randint(1, 20, (2, 5)))
+    raise ValueError(name)
+
+
+@pytest.mark.parametrize("name", ["t5", "mistral_sliding_window", "qwen2_moe", "vit",
+                                  "wav2vec2_ctc"])
+def test_model_family_forward_backward(name):
+    torch.manual_seed(0)
+    model, inputs = _zoo_model(name)
+    forward_backward(model.eval(), inputs)
+
+
+# --------------------------------------------------------------------------------------------
 # Diffusers UNet2DModel: forward and backward
 
 
