@@ -130,11 +130,16 @@ std::shared_ptr<Program> compile_program(const std::string& mlir, const std::str
                        signature.c_str(), ms_since(start), why.c_str());
         }
         return std::make_shared<Program>(std::move(exe), signature);
-      } catch (const pjrt::Error&) {
+      } catch (const pjrt::Error& e) {
         // An intact entry that does not load. Either the platform cannot reload executables
         // at all (the store below probes that, once per process, and disables the cache), or
         // the entry came from another build of the same plugin version (it is overwritten).
         metrics().disk_cache_load_failures++;
+        if (log_compiles()) {
+          std::fprintf(stderr,
+                       "torchtpu: the disk cache entry of %s did not load (%s); compiling it\n",
+                       signature.c_str(), e.what());
+        }
       }
     } else if (loaded == DiskCache::Load::kCorrupt) {
       metrics().disk_cache_corrupt++;
