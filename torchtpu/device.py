@@ -60,15 +60,7 @@ def current_device() -> int:
 
 
 def set_device(d: Any) -> None:
-    index = _index(d)
-    _lazy_init()
-    count = device_count()
-    if not 0 <= index < count:
-        raise RuntimeError(
-            f"Invalid device index tpu:{index}: torchtpu has {count} device(s) "
-            f"(valid indices 0..{count - 1})"
-        )
-    _C._set_device(index)
+    _C._set_device(_valid_index(d))
 
 
 class device:
