@@ -14,9 +14,21 @@
 #include <optional>
 #include <string>
 
+#include "lowering/dense_constant.h"
 #include "lowering/lowering.h"
 
 namespace torchtpu::lowering {
+
+Value dense_f32(FunctionBuilder& b, const std::vector<float>& v,
+                const std::vector<int64_t>& shape) {
+  TensorType t(ElementType::kF32, {static_cast<int64_t>(v.size())});
+  std::string s = "value = dense<[";
+  for (size_t i = 0; i < v.size(); ++i) {
+    s += (i ? ", " : "") + shlo::scalar_literal(static_cast<double>(v[i]), ElementType::kF32);
+  }
+  return b.reshape(b.op("stablehlo.constant", {}, t, s + "]> : " + t.str()), shape);
+}
+
 namespace {
 
 bool is_half(ElementType t) { return t == ElementType::kBF16 || t == ElementType::kF16; }
@@ -34,17 +46,6 @@ Value dense_i64(FunctionBuilder& b, const std::vector<int64_t>& v) {
   std::string s = "value = dense<[";
   for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
   return b.op("stablehlo.constant", {}, t, s + "]> : " + t.str());
-}
-
-// A dense f32 constant of `shape` from row-major `v` (printed flat, then reshaped).
-Value dense_f32(FunctionBuilder& b, const std::vector<float>& v,
-                const std::vector<int64_t>& shape) {
-  TensorType t(ElementType::kF32, {static_cast<int64_t>(v.size())});
-  std::string s = "value = dense<[";
-  for (size_t i = 0; i < v.size(); ++i) {
-    s += (i ? ", " : "") + shlo::scalar_literal(static_cast<double>(v[i]), ElementType::kF32);
-  }
-  return b.reshape(b.op("stablehlo.constant", {}, t, s + "]> : " + t.str()), shape);
 }
 
 // x gathered at positions `idx` along `dim`.

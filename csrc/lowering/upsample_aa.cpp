@@ -13,22 +13,13 @@
 #include <string>
 #include <vector>
 
+#include "lowering/dense_constant.h"
 #include "lowering/lowering.h"
 
 namespace torchtpu::lowering {
 namespace {
 
 bool is_half(ElementType t) { return t == ElementType::kBF16 || t == ElementType::kF16; }
-
-Value dense_f32(FunctionBuilder& b, const std::vector<float>& v,
-                const std::vector<int64_t>& shape) {
-  TensorType t(ElementType::kF32, {static_cast<int64_t>(v.size())});
-  std::string s = "value = dense<[";
-  for (size_t i = 0; i < v.size(); ++i) {
-    s += (i ? ", " : "") + shlo::scalar_literal(static_cast<double>(v[i]), ElementType::kF32);
-  }
-  return b.reshape(b.op("stablehlo.constant", {}, t, s + "]> : " + t.str()), shape);
-}
 
 float bilinear_filter(float x) {
   if (x < 0) x = -x;
