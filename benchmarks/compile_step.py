@@ -2,7 +2,8 @@
 config): inference forward and the full train step (forward, backward, AdamW step), in:
 
   tpu-eager, tpu-compiled (cold cache), tpu-compiled-warm-cache (a fresh process reusing the disk
-  cache), cpu-eager, cpu-inductor.
+  cache), tpu-default-compile (torch.compile(fn) with no backend argument, which torchtpu routes
+  to backend="tpu"; a fresh cache of its own), cpu-eager, cpu-inductor.
 
 One JSON object per line: {"workload", "mode", "phase", "median_ms" | "ms", "programs_compiled"}.
 The cold and warm runs use a private cache folder (torchtpu's and PyTorch's), so the numbers do not
@@ -80,6 +81,8 @@ def run_mode(mode, workload, steps):
         target_fn = torch.compile(fn, backend="inductor")
     elif mode.startswith("tpu-compiled"):
         target_fn = torch.compile(fn, backend="tpu")
+    elif mode == "tpu-default-compile":
+        target_fn = torch.compile(fn)
     else:
         target_fn = fn
     times = measure(lambda: target_fn(target), device, steps)
@@ -111,14 +114,14 @@ def main():
         print(json.dumps({"times": times, "compiled": compiled}))
         return
     cache = tempfile.mkdtemp(prefix="torchtpu-bench-cache-")
-    eager_cache = tempfile.mkdtemp(prefix="torchtpu-bench-eager-cache-")
     for workload in ("forward", "train_step"):
         # Every mode in its own process, so first calls are really first.
         for mode in ("cpu-eager", "cpu-inductor", "tpu-eager", "tpu-compiled",
-                     "tpu-compiled-warm-cache"):
+                     "tpu-compiled-warm-cache", "tpu-default-compile"):
             # tpu-eager gets its own cache, so "tpu-compiled" is a genuinely cold process and
             # "tpu-compiled-warm-cache" is a restart that reuses what that process compiled.
-            env = dict(os.environ, TORCHTPU_CACHE_DIR=eager_cache if mode == "tpu-eager" else cache)
+            own_cache = mode in ("tpu-eager", "tpu-default-compile")
+            env = dict(os.environ, TORCHTPU_CACHE_DIR=tempfile.mkdtemp() if own_cache else cache)
             # PyTorch's own caches (AOTAutograd's, Inductor's) are private too: cold means cold.
             env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(
                 cache if mode.startswith("tpu-compiled") else tempfile.mkdtemp(), "torch")

@@ -43,7 +43,11 @@ def _register() -> None:
 _register()
 
 # torch.compile(backend="tpu") finds torchtpu._dynamo through the torch_dynamo_backends entry
-# point, so `import torchtpu` does not pay for importing Dynamo.
+# point, so `import torchtpu` does not pay for importing Dynamo. torch.compile(model) without a
+# backend reaches the same backend for graphs on tpu tensors (see _inductor_route).
+from . import _inductor_route  # noqa: E402
+
+_inductor_route.install()
 
 from .device import device_count, is_available  # noqa: E402
 
