@@ -20,6 +20,7 @@ command -v "$py" >/dev/null || py=python3
 # torch 2.13.0 (CPU build) is what we test against; TORCHTPU_TORCH_SPEC overrides it.
 .venv/bin/pip install -q "${TORCHTPU_TORCH_SPEC:-torch==2.13.0}" xla-cpu-pjrt numpy pytest expecttest
 # Hugging Face libraries for the model acceptance tests and benchmarks (tiny configs, random weights).
-.venv/bin/pip install -q "transformers==5.24.0" "diffusers==0.42.1"
+# Accelerate >= 1.16 finds the device through torch.accelerator, so Trainer runs on tpu unchanged.
+.venv/bin/pip install -q "transformers==5.24.0" "diffusers==0.42.1" "accelerate==1.16.0"
 bash scripts/build.sh
 .venv/bin/pip install -q --no-build-isolation --no-deps -e . >/dev/null
