@@ -38,6 +38,10 @@ def _register() -> None:
         torch.utils.generate_methods_for_privateuse1_backend(
             for_tensor=True, for_module=True, for_storage=True
         )
+    # torch.distributed's "tpu" (and "tpu_dist") backend; see torchtpu/distributed.
+    from . import distributed as _distributed
+
+    _distributed.register()
 
 
 _register()

@@ -13,6 +13,7 @@ __all__ = [
     "device", "device_of", "synchronize", "manual_seed", "manual_seed_all", "seed", "seed_all",
     "initial_seed", "get_rng_state", "set_rng_state", "get_rng_state_all", "set_rng_state_all",
     "memory_allocated", "max_memory_allocated", "reset_peak_memory_stats", "memory_stats",
+    "memory_reserved", "max_memory_reserved", "mem_get_info", "get_device_properties",
     "empty_cache", "get_device_name", "default_generators",
     "Event", "Stream", "StreamContext", "current_stream", "default_stream", "set_stream", "stream",
 ]
@@ -166,18 +167,87 @@ def reset_peak_memory_stats(d: Any = None) -> None:
     _C._reset_peak_memory(_index(d))
 
 
+def memory_reserved(d: Any = None) -> int:
+    """Bytes reserved on the device. PJRT frees a buffer when its last tensor dies (no caching
+    allocator), so this equals memory_allocated."""
+    return memory_allocated(d)
+
+
+def max_memory_reserved(d: Any = None) -> int:
+    return max_memory_allocated(d)
+
+
+# The keys frameworks read (TorchTitan's memory monitor, Lightning, Accelerate), present even
+# before the runtime starts.
+_STAT_KEYS = tuple(
+    f"{kind}.all.{metric}"
+    for kind in ("allocated_bytes", "reserved_bytes", "active_bytes", "requested_bytes")
+    for metric in ("current", "peak", "allocated", "freed")
+) + ("num_alloc_retries", "num_ooms", "num_sync_all_streams", "num_device_alloc",
+     "num_device_free")
+
+
 def memory_stats(d: Any = None) -> dict[str, int]:
+    """torch.cuda.memory_stats()'s keys for the tpu device (``allocated_bytes.all.current``,
+    ``.peak``, ``reserved_bytes.all.*``, ``num_alloc_retries``, ``num_ooms``, ...). Reserved and
+    active equal allocated (no caching allocator; retries and OOM counts stay 0). Where the
+    plugin reports them, ``device.bytes_in_use`` and ``device.bytes_limit`` add the plugin's own
+    view of the device (including buffers PJRT holds for itself)."""
     index = _index(d)
-    stats = {
-        "allocated_bytes.all.current": memory_allocated(index),
-        "allocated_bytes.all.peak": max_memory_allocated(index),
-    }
+    stats: dict[str, int] = dict.fromkeys(_STAT_KEYS, 0)
+    if _C._is_initialized():
+        stats.update(torch.accelerator.memory_stats(index))
+    stats["allocated_bytes.all.current"] = memory_allocated(index)
+    stats["allocated_bytes.all.peak"] = max_memory_allocated(index)
     if _C._is_initialized():
         plugin = _C._device_memory_stats(index)
         if plugin["bytes_in_use"] >= 0:
             stats["device.bytes_in_use"] = plugin["bytes_in_use"]
             stats["device.bytes_limit"] = plugin["bytes_limit"]
     return stats
+
+
+def _host_memory_info() -> tuple[int, int]:
+    info = {}
+    with open("/proc/meminfo") as f:
+        for line in f:
+            key, value = line.split(":", 1)
+            info[key] = int(value.split()[0]) * 1024
+    return info["MemAvailable"], info["MemTotal"]
+
+
+def mem_get_info(d: Any = None) -> tuple[int, int]:
+    """(free, total) bytes of the device's memory, as torch.cuda.mem_get_info. The XLA CPU
+    plugin's device memory is the host's, so there it is the host's available/total memory."""
+    index = _valid_index(d)
+    plugin = _C._device_memory_stats(index)
+    if plugin["bytes_limit"] >= 0 and plugin["bytes_in_use"] >= 0:
+        limit = plugin["bytes_limit"]
+        return max(limit - plugin["bytes_in_use"], 0), limit
+    if _C._platform() == "cpu":
+        return _host_memory_info()
+    raise NotImplementedError(
+        f"torch.tpu.mem_get_info: the {_C._platform()} PJRT plugin does not report device memory")
+
+
+class _TpuDeviceProperties:
+    """What torch.tpu.get_device_properties returns: name, total_memory (bytes), platform
+    (tpu/cuda/cpu), kind (the PJRT device kind) and index."""
+
+    def __init__(self, index: int):
+        self.index = index
+        self.platform = _C._platform()
+        self.kind = _C._device_kind(index)
+        self.name = f"{self.platform}:{self.kind}"
+        self.total_memory = mem_get_info(index)[1]
+
+    def __repr__(self) -> str:
+        return (f"_TpuDeviceProperties(name={self.name!r}, total_memory="
+                f"{self.total_memory // (1024 * 1024)}MB, index={self.index})")
+
+
+def get_device_properties(d: Any = None) -> _TpuDeviceProperties:
+    return _TpuDeviceProperties(_valid_index(d))
 
 
 def empty_cache() -> None:

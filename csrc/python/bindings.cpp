@@ -21,6 +21,10 @@ namespace torchtpu::python {
 void bind_graph(pybind11::module& m);
 }
 
+namespace torchtpu::distributed {
+void bind(pybind11::module& m);
+}
+
 namespace py = pybind11;
 using namespace torchtpu;
 
@@ -29,6 +33,7 @@ PYBIND11_MODULE(_C, m) {
   device::register_hooks();
   aten::register_lowered_kernels();
   python::bind_graph(m);
+  distributed::bind(m);
 
   m.def("_configure", &runtime::configure, py::arg("plugin_path"), py::arg("error"));
   m.def("_is_available", &runtime::is_available, py::call_guard<py::gil_scoped_release>());

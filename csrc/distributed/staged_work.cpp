@@ -1,0 +1,116 @@
+#include "distributed/staged_work.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/DeviceGuard.h>
+
+namespace torchtpu::distributed {
+
+StagedWork::StagedWork(int rank, c10d::OpType type, std::vector<at::Tensor> result)
+    : c10d::Work(rank, type),
+      result_(std::move(result)),
+      // No devices: the future's value is ready when it is completed (the copies back have
+      // already swapped the new buffers into the tpu tensors), so it needs no device events.
+      future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::ofTensors())) {}
+
+bool StagedWork::isCompleted() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return done_;
+}
+
+bool StagedWork::isSuccess() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return done_ && !error_;
+}
+
+std::exception_ptr StagedWork::exception() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return error_;
+}
+
+std::vector<at::Tensor> StagedWork::result() { return result_; }
+
+bool StagedWork::wait(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (timeout == kNoTimeout) {
+    done_cv_.wait(lock, [&] { return done_; });
+  } else if (!done_cv_.wait_for(lock, timeout, [&] { return done_; })) {
+    TORCH_CHECK(false, "tpu collective (", c10d::opTypeToString(retrieveOpType()),
+                ") did not complete within ", timeout.count(), " ms");
+  }
+  if (error_) std::rethrow_exception(error_);
+  return true;
+}
+
+void StagedWork::complete(std::exception_ptr error) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    done_ = true;
+    error_ = error;
+  }
+  done_cv_.notify_all();
+  // The future's callbacks (DDP's and FSDP's) run here, on the completion thread.
+  if (error) {
+    future_->setError(error);
+  } else {
+    future_->markCompleted(c10::IValue(result_));
+  }
+}
+
+CompletionQueue::~CompletionQueue() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void CompletionQueue::finish(PendingCollective pending, c10::intrusive_ptr<StagedWork> work) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+    queue_.emplace_back(std::move(pending), std::move(work));
+  }
+  cv_.notify_all();
+}
+
+void CompletionQueue::drain() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return queue_.empty() && in_progress_ == 0; });
+}
+
+void CompletionQueue::run() {
+  while (true) {
+    std::pair<PendingCollective, c10::intrusive_ptr<StagedWork>> item;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      // On shutdown the queue is still emptied: every Work handed out must complete.
+      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      item = std::move(queue_.front());
+      queue_.pop_front();
+      ++in_progress_;
+    }
+    PendingCollective& p = item.first;
+    std::exception_ptr error;
+    try {
+      for (auto& w : p.host_work) w->wait();
+      if (p.host_epilogue) p.host_epilogue();
+      for (size_t i = 0; i < p.device_outputs.size(); ++i) {
+        p.device_outputs[i].copy_(p.host_outputs[i]);
+      }
+    } catch (...) {
+      error = std::current_exception();
+    }
+    // Drop the host copies before completing, so a waiter never sees them alive.
+    p = PendingCollective();
+    item.second->complete(error);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      --in_progress_;
+    }
+    cv_.notify_all();
+  }
+}
+
+}  // namespace torchtpu::distributed

@@ -1,0 +1,94 @@
+// The c10d backend of the tpu device ("tpu", also registered as "tpu_dist").
+//
+// Transport today: host staging. A collective copies its tpu inputs to host memory (waiting for
+// the device work that produced them), runs the same collective on the host copies with a host
+// c10d backend built over the same store (torch's ProcessGroupGloo, created in Python), and
+// copies the results back into the tpu tensors before its Work completes (staged_work.h).
+// The host backend is the seam for other host transports; collectives lowered into XLA programs
+// (stablehlo.all_reduce over the PJRT client's devices) would be a second path in this class,
+// chosen per call where the plugin supports it.
+//
+// CPU tensors given to this backend (object collectives, barriers, "cpu" in the device map) go
+// straight to the host backend.
+#pragma once
+
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+
+#include "distributed/staged_work.h"
+
+namespace torchtpu::distributed {
+
+class TpuBackend final : public c10d::Backend {
+ public:
+  TpuBackend(c10::intrusive_ptr<c10d::Backend> host, int rank, int size);
+  ~TpuBackend() override;
+
+  const std::string getBackendName() const override { return "tpu"; }
+  c10::intrusive_ptr<c10d::Backend> host_backend() const { return host_; }
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+      std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
+                                        const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
+                                                     std::vector<at::Tensor>& inputs,
+                                                     const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
+      at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& output_split_sizes,
+                                               std::vector<int64_t>& input_split_sizes,
+                                               const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs,
+                                          std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst_rank,
+                                      int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src_rank,
+                                      int tag) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override {
+    host_->monitoredBarrier(opts, wait_all_ranks);
+  }
+  void setSequenceNumberForGroup() override { host_->setSequenceNumberForGroup(); }
+  uint64_t getSequenceNumberForGroup() override { return host_->getSequenceNumberForGroup(); }
+  void setTimeout(std::chrono::milliseconds timeout) override { host_->setTimeout(timeout); }
+  void eagerConnectSingleDevice(at::Device) override {}
+  void abort() override { host_->abort(); }
+  void shutdown() override;
+
+ private:
+  class Staging;
+  c10::intrusive_ptr<c10d::Work> launch(Staging& staging, c10d::OpType type,
+                                        std::vector<at::Tensor> result);
+
+  c10::intrusive_ptr<c10d::Backend> host_;
+  CompletionQueue completions_;
+};
+
+}  // namespace torchtpu::distributed

@@ -1,0 +1,83 @@
+"""torch.distributed on tpu tensors: the c10d backend "tpu" (also "tpu_dist").
+
+    import torch.distributed as dist
+    dist.init_process_group(backend="tpu")            # or "cpu:gloo,tpu:tpu", or no backend
+    torch.tpu.set_device(torchtpu.distributed.local_device())
+
+The backend is C++ (csrc/distributed/tpu_backend.h), so DDP, FSDP2, DTensor and the functional
+collectives find it by device type like NCCL. Its transport today stages through the host: the
+tpu inputs are copied to host memory, torch's own ProcessGroupGloo (made here over the group's
+store) runs the collective, and the results are copied back into the tpu tensors before the
+returned Work completes. CPU tensors given to it go to gloo as they are.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+__all__ = ["BACKEND_NAMES", "local_device", "local_device_index"]
+
+BACKEND_NAMES = ("tpu", "tpu_dist")
+
+
+def local_device_index() -> int:
+    """The tpu device index this process should use: ``LOCAL_RANK`` (set by torchrun, Ray Train
+    and most launchers) when this process sees more devices than that, else 0 (one device per
+    process, e.g. ``TORCHTPU_CPU_DEVICE_COUNT=1`` on the CPU plugin or one visible TPU chip)."""
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    count = torch.tpu.device_count()
+    if count == 0:
+        raise RuntimeError("torchtpu.distributed: no tpu device is available")
+    if local_rank < count:
+        return local_rank
+    if count == 1:
+        return 0
+    raise RuntimeError(
+        f"torchtpu.distributed: LOCAL_RANK={local_rank} but this process sees {count} tpu "
+        f"devices; give each process one device (e.g. TORCHTPU_CPU_DEVICE_COUNT=1) or at least "
+        f"LOCAL_RANK+1 devices"
+    )
+
+
+def local_device() -> torch.device:
+    """``torch.device("tpu", local_device_index())``."""
+    return torch.device("tpu", local_device_index())
+
+
+def _create_backend(dist_backend_opts, backend_options):
+    """The creator torch.distributed calls for each new group on the "tpu" backend."""
+    from torch.distributed import PrefixStore, ProcessGroupGloo
+
+    from .. import _C
+
+    store = dist_backend_opts.store
+    rank = dist_backend_opts.group_rank
+    size = dist_backend_opts.group_size
+    timeout = dist_backend_opts.timeout
+    if "LOCAL_RANK" in os.environ:
+        torch.tpu.set_device(local_device_index())
+    # The host transport gets a store prefix of its own: torch gives this backend the group's
+    # "<device>/" prefix store, and a gloo backend for "cpu" in the same group may use the
+    # neighbouring prefix.
+    gloo = ProcessGroupGloo(PrefixStore("tpu_host/", store), rank, size, timeout)
+    gloo.options.global_ranks_in_group = list(dist_backend_opts.global_ranks_in_group)
+    gloo.options.group_name = dist_backend_opts.group_id
+    backend = _C._tpu_backend(gloo, rank, size)
+    return backend
+
+
+def register() -> None:
+    """Registers the backend names with torch.distributed (idempotent; import torchtpu does it)."""
+    import torch.distributed as dist
+
+    if not dist.is_available():
+        return
+    for name in BACKEND_NAMES:
+        if name.upper() in dist.Backend._plugins:
+            continue
+        # A list: a bare string would be iterated by character. CPU is listed too, so that
+        # `backend="tpu"` also serves CPU tensors (object collectives, barriers), as gloo does.
+        dist.Backend.register_backend(name, _create_backend, extended_api=True,
+                                      devices=["tpu", "cpu"])
