@@ -46,6 +46,10 @@ def _register() -> None:
 
 _register()
 
+from . import _printing  # noqa: E402
+
+_printing.install()
+
 # torch.compile(backend="tpu") finds torchtpu._dynamo through the torch_dynamo_backends entry
 # point, so `import torchtpu` does not pay for importing Dynamo. torch.compile(model) without a
 # backend reaches the same backend for graphs on tpu tensors (see _inductor_route).

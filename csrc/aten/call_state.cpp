@@ -3,6 +3,7 @@
 #include <c10/util/Exception.h>
 #include <c10/util/SmallVector.h>
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 #include <sstream>
@@ -177,15 +178,31 @@ void Scanner::tensor(const at::Tensor& t, ArgDesc& d) {
     d.view.strides = t.strides().vec();
   }
   d.view.offset = t.storage_offset();
+  // Structure only: a view covering all of its storage's bytes starts at 0; any other view
+  // takes its offset at run time. (A covering view with an offset cannot be valid; it keeps
+  // the runtime offset rather than a value in the key.)
+  int64_t storage_bytes = lowering::numel_of(p.dims) * std::max(1, shlo::bit_width(p.dtype) / 8);
+  bool covers =
+      t.is_contiguous() &&
+      static_cast<int64_t>(t.numel()) * static_cast<int64_t>(t.element_size()) == storage_bytes;
+  bool runtime_offset = !covers || d.view.offset != 0;
   put(s_.key, 'T');
   put(s_.key, static_cast<int64_t>(index));
   put(s_.key, static_cast<int64_t>(d.dtype));
   put_ints(s_.key, t.sizes());
   put_ints(s_.key, t.strides());
-  put(s_.key, d.view.offset);
+  put(s_.key, static_cast<char>(runtime_offset ? 'o' : '0'));
   put_ints(s_.key, p.dims);
   put(s_.key, static_cast<int64_t>(p.dtype));
   put(s_.key, static_cast<char>(p.buffer ? 1 : 0));
+  if (runtime_offset) {
+    d.offset_param = static_cast<int>(s_.params.size());
+    Param off;
+    off.kind = Param::Kind::kScalar;
+    off.scalar = c10::Scalar(d.view.offset);
+    off.dtype = ElementType::kS64;
+    s_.params.push_back(std::move(off));
+  }
 }
 
 void Scanner::scan(const c10::FunctionSchema& schema, const torch::jit::Stack& stack,
@@ -382,6 +399,12 @@ device::BufferPtr scalar_buffer(const Param& p, int device) {
     }
   }
   return cached_scalar_upload(v.u[0], p.dtype, device);
+}
+
+lowering::StridedView view_with_offset(const ArgDesc& d, std::optional<shlo::Value> offset) {
+  lowering::StridedView view = d.view;
+  view.offset_value = offset;
+  return view;
 }
 
 std::vector<device::BufferPtr> launch_program(const runtime::Program& program,

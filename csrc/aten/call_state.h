@@ -33,6 +33,9 @@ struct ArgDesc {
   enum class Kind { kTensor, kTensorList, kScalar, kDefaultScalar, kGenerator, kConst, kNone };
   Kind kind = Kind::kNone;
   int param = -1;  // tensor / scalar / generator
+  // kTensor of a view that does not cover its whole storage: the s64 kScalar param holding
+  // its storage offset, a runtime value so that moving the view never recompiles.
+  int offset_param = -1;
   lowering::StridedView view;
   c10::ScalarType dtype = c10::kFloat;
   std::vector<ArgDesc> items;  // kTensorList (kNone entries for absent optionals)
@@ -73,13 +76,17 @@ bool is_generator_type(const c10::TypePtr& t);  // Generator or Generator?
 shlo::ElementType scalar_element_type(const c10::Scalar& s, bool any_f64);
 bool same_scalar(const c10::Scalar& a, const c10::Scalar& b);
 device::BufferPtr scalar_buffer(const Param& p, int device);
+// The view of `d` for a program being built: its offset is `offset` (the runtime argument of
+// d.offset_param) when it has one.
+lowering::StridedView view_with_offset(const ArgDesc& d, std::optional<shlo::Value> offset);
 
 void put(std::string& key, int64_t v);
 void put(std::string& key, char c);
 void put_ints(std::string& key, c10::IntArrayRef v);
 
 // Appends arguments to a CallState: tensors become (deduplicated) storage parameters with
-// their view in the key; Scalars become runtime parameters unless equal to the default.
+// their view's sizes and strides in the key and its offset a runtime parameter; Scalars become
+// runtime parameters unless equal to the default.
 class Scanner {
  public:
   // Without `with_views` the per-argument views are left empty: a cache hit never needs them,

@@ -24,6 +24,8 @@
 #include "runtime/compile.h"
 #include "runtime/inflight.h"
 #include "runtime/metrics.h"
+#include "runtime/miss_log.h"
+#include "runtime/program_cache.h"
 #include "runtime/runtime.h"
 
 namespace torchtpu::aten {
@@ -60,9 +62,8 @@ struct Entry {
 };
 
 struct Cache {
-  std::mutex mutex;
-  std::unordered_map<std::string, std::shared_ptr<Entry>> entries;
-  std::unordered_map<std::string, std::string> last_signature;  // per op, for compile logs
+  runtime::ProgramCache<Entry> programs;
+  runtime::MissExplainer misses;  // for compile logs
 };
 
 Cache& cache() {
@@ -88,7 +89,6 @@ std::string describe_tensor(const at::Tensor& t) {
   std::ostringstream os;
   os << c10::toString(t.scalar_type()) << t.sizes();
   if (!t.is_contiguous()) os << " strides " << t.strides();
-  if (t.storage_offset() != 0) os << " offset " << t.storage_offset();
   if (!t.is_privateuseone()) os << " on " << t.device();
   return os.str();
 }
@@ -256,7 +256,7 @@ class ProgramBuilder {
         }
         TORCH_CHECK(v.shape() == d.view.sizes, "torchtpu: ", plan_.called_name,
                     " result shape differs from the written tensor");
-        current_[d.param] = lowering::write_storage(b, base, p.dims, p.dtype, d.view, v);
+        current_[d.param] = lowering::write_storage(b, base, p.dims, p.dtype, view_of(d), v);
         bool seen = false;
         for (int w : written) seen |= w == d.param;
         if (!seen) written.push_back(d.param);
@@ -310,7 +310,13 @@ class ProgramBuilder {
     auto& b = module_.main();
     ElementType want = lowering::to_element_type(d.dtype);
     base = lowering::reinterpret(b, base, want);
-    return lowering::read_view(b, base, d.view);
+    return lowering::read_view(b, base, view_of(d));
+  }
+
+  // The argument's view, with its runtime offset as a program argument when it has one.
+  StridedView view_of(const ArgDesc& d) {
+    if (d.offset_param < 0) return d.view;
+    return view_with_offset(d, param_value(d.offset_param));
   }
 
   LArg to_larg(const ArgDesc& d, const c10::IValue& v) {
@@ -459,12 +465,92 @@ at::Tensor wrap_buffer(device::BufferPtr buffer, c10::IntArrayRef sizes, c10::Sc
   return t;
 }
 
-size_t program_cache_size() {
-  std::lock_guard<std::mutex> g(cache().mutex);
-  return cache().entries.size();
-}
+size_t program_cache_size() { return cache().programs.size(); }
 
 namespace {
+
+// A signature missed the cache: validates the call, infers output types and builds the
+// program (or a fallback entry when the op cannot run natively). Null when out= arguments were
+// resized, which changes the signature.
+std::shared_ptr<Entry> build_entry(const OpPlan& plan, const c10::OperatorHandle& op,
+                                   torch::jit::Stack* stack, size_t first, CallState& state,
+                                   int attempt) {
+  const auto& schema = op.schema();
+  const size_t nargs = schema.arguments().size();
+  const OpPlan* plan_ptr = &plan;
+  // Miss: check aliasing as TensorIterator does on CPU (a written tensor must not overlap
+  // itself, nor partially overlap an input; both depend only on the signature, so checking
+  // here covers every later hit).
+  if (plan.variant != Variant::kFunctional) {
+    for (size_t m : plan.mutated_args) {
+      const c10::IValue& mv = (*stack)[first + m];
+      std::vector<at::Tensor> outs =
+          mv.isTensorList() ? mv.toTensorVector() : std::vector<at::Tensor>{mv.toTensor()};
+      for (const at::Tensor& out : outs) {
+        at::assert_no_internal_overlap(out);
+        for (size_t i = 0; i < nargs; ++i) {
+          const c10::IValue& v = (*stack)[first + i];
+          if (i == m || !v.isTensor() || !v.toTensor().defined()) continue;
+          if (v.toTensor().is_privateuseone()) at::assert_no_partial_overlap(out, v.toTensor());
+        }
+      }
+    }
+  }
+  // Validate with PyTorch's meta kernels, size out= arguments, infer output types.
+  std::vector<c10::IValue> called_args(stack->begin() + static_cast<std::ptrdiff_t>(first),
+                                       stack->end());
+  std::vector<TensorType> out_types;
+  try {
+    if (plan.variant != Variant::kFunctional) {
+      torch::jit::Stack meta_returns = meta_call(op, called_args);
+      if (plan.variant == Variant::kOut && attempt == 0 &&
+          resize_outs(plan, meta_returns, stack, first)) {
+        return nullptr;  // out= tensors changed shape: the signature changed too
+      }
+      if (*plan.lowered_op == op) out_types = types_of(meta_returns, plan.called_name);
+    }
+    if (out_types.empty()) {
+      std::vector<c10::IValue> lowered_args;
+      for (size_t idx : plan.arg_map) lowered_args.push_back(called_args[idx]);
+      out_types = types_of(meta_call(*plan.lowered_op, lowered_args), plan.lowering_name);
+    }
+  } catch (const c10::NotImplementedError& e) {
+    // No meta kernel: we cannot know the output types, so the CPU runs it.
+    auto fb = std::make_shared<Entry>();
+    fb->fallback = true;
+    fb->fallback_reason = std::string("no meta kernel: ") + e.what_without_backtrace();
+    return fb;
+  }
+
+  runtime::metrics().cache_misses++;
+  // The program builder needs every argument's view: scan again, with views.
+  CallState described;
+  described.key.append(state.key.data(), sizeof(plan_ptr));
+  Scanner(described, /*with_views=*/true).scan(schema, *stack, first);
+  TORCH_INTERNAL_ASSERT(described.key == state.key, "torchtpu: unstable signature");
+  state = std::move(described);
+  std::vector<std::string> desc = describe_args(schema, *stack, first);
+  std::string signature = plan.called_name + "(" + join(desc) + ")";
+  ProgramBuilder builder(plan, state, *stack, first);
+  std::shared_ptr<Entry> built;
+  try {
+    built = builder.build(out_types);
+  } catch (const c10::NotImplementedError& e) {
+    auto fb = std::make_shared<Entry>();
+    fb->fallback = true;
+    fb->fallback_reason = e.what_without_backtrace();
+    return fb;
+  } catch (const c10::Error& e) {
+    TORCH_CHECK(false, "torchtpu: lowering ", plan.lowering_name, " failed for ", signature, ": ",
+                e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    TORCH_CHECK(false, "torchtpu: lowering ", plan.lowering_name, " failed for ", signature, ": ",
+                e.what());
+  }
+  std::string why = cache().misses.explain_and_record(plan.called_name, desc);
+  built->program = runtime::compile_program(builder.text(), signature, why);
+  return built;
+}
 
 void run_with_plan(const OpPlan& plan, const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
@@ -485,111 +571,13 @@ void run_with_plan(const OpPlan& plan, const c10::OperatorHandle& op, torch::jit
     state.key.append(reinterpret_cast<const char*>(&plan_ptr), sizeof(plan_ptr));
     Scanner(state, /*with_views=*/false).scan(schema, *stack, first);
 
-    std::shared_ptr<Entry> entry;
-    {
-      std::lock_guard<std::mutex> g(cache().mutex);
-      auto it = cache().entries.find(state.key);
-      if (it != cache().entries.end()) entry = it->second;
-    }
-    if (entry) {
-      runtime::metrics().cache_hits++;
-      if (entry->fallback) return cpu_fallback(op, stack, entry->fallback_reason);
-      return launch(plan, *entry, state, stack, first);
-    }
-
-    // Miss: check aliasing as TensorIterator does on CPU (a written tensor must not overlap
-    // itself, nor partially overlap an input; both depend only on the signature, so checking
-    // here covers every later hit).
-    if (plan.variant != Variant::kFunctional) {
-      for (size_t m : plan.mutated_args) {
-        const c10::IValue& mv = (*stack)[first + m];
-        std::vector<at::Tensor> outs =
-            mv.isTensorList() ? mv.toTensorVector() : std::vector<at::Tensor>{mv.toTensor()};
-        for (const at::Tensor& out : outs) {
-          at::assert_no_internal_overlap(out);
-          for (size_t i = 0; i < nargs; ++i) {
-            const c10::IValue& v = (*stack)[first + i];
-            if (i == m || !v.isTensor() || !v.toTensor().defined()) continue;
-            if (v.toTensor().is_privateuseone()) at::assert_no_partial_overlap(out, v.toTensor());
-          }
-        }
-      }
-    }
-    // Validate with PyTorch's meta kernels, size out= arguments, infer output types.
-    std::vector<c10::IValue> called_args(stack->begin() + static_cast<std::ptrdiff_t>(first),
-                                         stack->end());
-    std::vector<TensorType> out_types;
-    try {
-      if (plan.variant != Variant::kFunctional) {
-        torch::jit::Stack meta_returns = meta_call(op, called_args);
-        if (plan.variant == Variant::kOut && attempt == 0 &&
-            resize_outs(plan, meta_returns, stack, first)) {
-          continue;  // out= tensors changed shape: the signature changed too
-        }
-        if (*plan.lowered_op == op) out_types = types_of(meta_returns, plan.called_name);
-      }
-      if (out_types.empty()) {
-        std::vector<c10::IValue> lowered_args;
-        for (size_t idx : plan.arg_map) lowered_args.push_back(called_args[idx]);
-        out_types = types_of(meta_call(*plan.lowered_op, lowered_args), plan.lowering_name);
-      }
-    } catch (const c10::NotImplementedError& e) {
-      // No meta kernel: we cannot know the output types, so the CPU runs it.
-      auto fb = std::make_shared<Entry>();
-      fb->fallback = true;
-      fb->fallback_reason = std::string("no meta kernel: ") + e.what_without_backtrace();
-      {
-        // Not held during the fallback: it runs tpu ops itself (copies to and from the host).
-        std::lock_guard<std::mutex> g(cache().mutex);
-        cache().entries.emplace(state.key, fb);
-      }
-      return cpu_fallback(op, stack, fb->fallback_reason);
-    }
-
-    runtime::metrics().cache_misses++;
-    // The program builder needs every argument's view: scan again, with views.
-    CallState described;
-    described.key.append(state.key.data(), sizeof(plan_ptr));
-    Scanner(described, /*with_views=*/true).scan(schema, *stack, first);
-    TORCH_INTERNAL_ASSERT(described.key == state.key, "torchtpu: unstable signature");
-    state = std::move(described);
-    std::vector<std::string> desc = describe_args(schema, *stack, first);
-    std::string signature = plan.called_name + "(" + join(desc) + ")";
-    ProgramBuilder builder(plan, state, *stack, first);
-    std::shared_ptr<Entry> built;
-    try {
-      built = builder.build(out_types);
-    } catch (const c10::NotImplementedError& e) {
-      auto fb = std::make_shared<Entry>();
-      fb->fallback = true;
-      fb->fallback_reason = e.what_without_backtrace();
-      {
-        // Not held during the fallback: it runs tpu ops itself (copies to and from the host).
-        std::lock_guard<std::mutex> g(cache().mutex);
-        cache().entries.emplace(state.key, fb);
-      }
-      return cpu_fallback(op, stack, fb->fallback_reason);
-    } catch (const c10::Error& e) {
-      TORCH_CHECK(false, "torchtpu: lowering ", plan.lowering_name, " failed for ", signature, ": ",
-                  e.what_without_backtrace());
-    } catch (const std::exception& e) {
-      TORCH_CHECK(false, "torchtpu: lowering ", plan.lowering_name, " failed for ", signature, ": ",
-                  e.what());
-    }
-    std::string why;
-    {
-      std::lock_guard<std::mutex> g(cache().mutex);
-      auto it = cache().last_signature.find(plan.called_name);
-      why = it == cache().last_signature.end() ? "first call of this op"
-                                               : "differs from " + it->second;
-      cache().last_signature[plan.called_name] = signature;
-    }
-    built->program = runtime::compile_program(builder.text(), signature, why);
-    {
-      std::lock_guard<std::mutex> g(cache().mutex);
-      cache().entries.emplace(state.key, built);
-    }
-    return launch(plan, *built, state, stack, first);
+    bool hit = false;
+    std::shared_ptr<Entry> entry = cache().programs.get_or_build(
+        state.key, [&] { return build_entry(plan, op, stack, first, state, attempt); }, &hit);
+    if (!entry) continue;  // out= arguments changed shape: so did the signature
+    if (hit) runtime::metrics().cache_hits++;
+    if (entry->fallback) return cpu_fallback(op, stack, entry->fallback_reason);
+    return launch(plan, *entry, state, stack, first);
   }
   TORCH_CHECK(false, "torchtpu: ", plan.called_name, ": out= arguments keep changing shape");
 }

@@ -30,21 +30,17 @@ bool donation_enabled() {
   return on;
 }
 
-std::string describe_inputs(const std::vector<at::Tensor>& inputs) {
-  std::ostringstream os;
+// One description per input, for compile logs and error messages.
+std::vector<std::string> describe_inputs(const std::vector<at::Tensor>& inputs) {
+  std::vector<std::string> out;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    if (i) os << ", ";
+    std::ostringstream os;
     const at::Tensor& t = inputs[i];
-    os << c10::toString(t.scalar_type()) << t.sizes();
+    os << "input" << i << "=" << c10::toString(t.scalar_type()) << t.sizes();
     if (!t.is_contiguous()) os << " strides " << t.strides();
+    out.push_back(os.str());
   }
-  return os.str();
-}
-
-// Names the inputs whose shape or dtype changed, for the recompile log line.
-std::string diff_inputs(const std::string& before, const std::string& now) {
-  if (before.empty()) return "first call";
-  return "inputs changed: was (" + before + ")";
+  return out;
 }
 
 }  // namespace
@@ -148,6 +144,11 @@ std::shared_ptr<GraphExecutable::Entry> GraphExecutable::build(
     }
     return *slot;
   };
+  // An input view's offset is a runtime argument: views at other offsets reuse the program.
+  auto view_of = [&](const ArgDesc& d) -> lowering::StridedView {
+    if (d.offset_param < 0) return d.view;
+    return view_with_offset(d, param_value(d.offset_param));
+  };
   std::vector<std::optional<Value>> input_vals(inputs.size());
   auto read_input = [&](int i) -> Value {
     auto& slot = input_vals[static_cast<size_t>(i)];
@@ -162,7 +163,7 @@ std::shared_ptr<GraphExecutable::Entry> GraphExecutable::build(
       Value base = param_value(d.param);
       ElementType want = lowering::to_element_type(d.dtype);
       base = lowering::reinterpret(b, base, want);
-      slot = lowering::read_view(b, base, d.view);
+      slot = lowering::read_view(b, base, view_of(d));
     }
     return *slot;
   };
@@ -317,7 +318,7 @@ std::shared_ptr<GraphExecutable::Entry> GraphExecutable::build(
     o.index = d.param;
     std::optional<Value> base;
     if (p.buffer) base = param_value(d.param);
-    Value stored = lowering::write_storage(b, base, p.dims, p.dtype, d.view, value);
+    Value stored = lowering::write_storage(b, base, p.dims, p.dtype, view_of(d), value);
     o.dims = stored.shape();
     o.element_type = stored.dtype();
     o.dtype = lowering::to_scalar_type(stored.dtype());
@@ -340,7 +341,11 @@ std::shared_ptr<GraphExecutable::Entry> GraphExecutable::build(
     for (const auto& t : node.out_types) n += static_cast<uint64_t>(t.numel());
   }
   entry->rng_numel = rng_uses > 0 ? n : 0;
-  std::string signature = "graph " + name_ + "(" + describe_inputs(inputs) + ")";
+  std::string signature = "graph " + name_ + "(";
+  for (const std::string& d : describe_inputs(inputs)) {
+    signature += (signature.back() == '(' ? "" : ", ") + d;
+  }
+  signature += ")";
   auto start = std::chrono::steady_clock::now();
   entry->program = runtime::compile_program(module.str(), signature, why);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -361,27 +366,15 @@ std::vector<c10::IValue> GraphExecutable::run(const std::vector<at::Tensor>& inp
   }
   Scanner scanner(state);
   for (size_t i = 0; i < inputs.size(); ++i) scanner.tensor(inputs[i], state.args[i]);
-  std::shared_ptr<Entry> entry;
-  std::string why;
-  {
-    std::lock_guard<std::mutex> g(mutex_);
-    auto it = cache_.find(state.key);
-    if (it != cache_.end()) {
-      entry = it->second;
-    } else {
-      std::string now = describe_inputs(inputs);
-      why = diff_inputs(last_signature_, now);
-      last_signature_ = now;
-    }
-  }
-  if (entry) {
-    runtime::metrics().cache_hits++;
-  } else {
-    runtime::metrics().cache_misses++;
-    entry = build(state, inputs, why);
-    std::lock_guard<std::mutex> g(mutex_);
-    cache_.emplace(state.key, entry);
-  }
+  bool hit = false;
+  std::shared_ptr<Entry> entry = cache_.get_or_build(
+      state.key,
+      [&] {
+        runtime::metrics().cache_misses++;
+        return build(state, inputs, misses_.explain_and_record(name_, describe_inputs(inputs)));
+      },
+      &hit);
+  if (hit) runtime::metrics().cache_hits++;
   int dev = state.device >= 0 ? state.device : device::current_device();
   torch::jit::Stack no_stack;
   std::vector<device::BufferPtr> outputs =

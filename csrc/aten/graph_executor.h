@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "lowering/lowering.h"
+#include "runtime/miss_log.h"
+#include "runtime/program_cache.h"
 
 namespace torchtpu::aten {
 
@@ -64,8 +66,8 @@ class GraphExecutable {
   std::vector<GraphNode> nodes_;
   std::vector<GraphArg> outputs_;
   mutable std::mutex mutex_;
-  std::unordered_map<std::string, std::shared_ptr<Entry>> cache_;
-  std::string last_signature_;
+  runtime::ProgramCache<Entry> cache_;
+  runtime::MissExplainer misses_;
   GraphStats stats_;
 };
 

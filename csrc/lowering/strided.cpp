@@ -11,10 +11,45 @@ using shlo::FunctionBuilder;
 using shlo::TensorType;
 using shlo::Value;
 
+ElementType index_type_for(int64_t n) {
+  return n < (int64_t{1} << 31) ? ElementType::kS32 : ElementType::kS64;
+}
+
+// The view's offset as a 0-d value of type `t`.
+Value offset_as(FunctionBuilder& b, const StridedView& view, ElementType t) {
+  if (view.offset_value) return b.convert(*view.offset_value, t);
+  return b.constant_int(view.offset, TensorType(t, {}));
+}
+
+// flat[offset, offset + size). A runtime offset takes a dynamic slice: the view lies inside
+// the storage (callers pad `flat` where a span reaches past it), so XLA's clamping of the
+// start never moves it.
+Value slice_at(FunctionBuilder& b, Value flat, const StridedView& view, int64_t size) {
+  if (!view.offset_value) return b.slice(flat, {view.offset}, {view.offset + size}, {1});
+  Value start = offset_as(b, view, index_type_for(flat.shape()[0]));
+  return b.op("stablehlo.dynamic_slice", {flat, start}, flat.type.with_shape({size}),
+              "slice_sizes = " + shlo::i64_array({size}));
+}
+
+// `flat` with flat[offset, offset + numel(update)) replaced by the 1-D `update`.
+Value update_at(FunctionBuilder& b, Value flat, const StridedView& view, Value update) {
+  const int64_t n = flat.shape()[0];
+  const int64_t count = update.shape()[0];
+  if (view.offset_value) {
+    return b.dynamic_update_slice(flat, update, {offset_as(b, view, index_type_for(n))});
+  }
+  std::vector<Value> parts;
+  if (view.offset > 0) parts.push_back(b.slice(flat, {0}, {view.offset}, {1}));
+  parts.push_back(update);
+  if (view.offset + count < n) parts.push_back(b.slice(flat, {view.offset + count}, {n}, {1}));
+  return b.concatenate(parts, 0);
+}
+
 // Flat element index of every view position: offset + sum_i iota_i * stride_i, shape [n, 1].
 Value flat_indices(FunctionBuilder& b, const StridedView& view, ElementType index_type) {
   TensorType t(index_type, view.sizes);
-  Value acc = b.constant_int(view.offset, t);
+  Value acc = view.offset_value ? b.broadcast_in_dim(offset_as(b, view, index_type), view.sizes, {})
+                                : b.constant_int(view.offset, t);
   for (size_t d = 0; d < view.sizes.size(); ++d) {
     if (view.sizes[d] == 1 || view.strides[d] == 0) continue;
     Value i = b.iota(t, static_cast<int64_t>(d));
@@ -23,15 +58,19 @@ Value flat_indices(FunctionBuilder& b, const StridedView& view, ElementType inde
   return b.reshape(acc, {numel_of(view.sizes), 1});
 }
 
-ElementType index_type_for(int64_t n) {
-  return n < (int64_t{1} << 31) ? ElementType::kS32 : ElementType::kS64;
-}
+// A view whose strides nest (each a multiple of the next, no overlap) is a box at the origin
+// of its span [offset, offset + span) reshaped to [size0, s0/s1, s1/s2, ..., s_last]: reads and
+// writes become slices and reshapes, which XLA turns into cheap copies.
+struct Nested {
+  std::vector<int64_t> dims;   // view dims that move through memory, outermost first
+  int64_t span = 0;            // the box's span in elements
+  int64_t extent = 0;          // elements from the view's first to past its last
+  std::vector<int64_t> shape;  // the span reshaped
+  std::vector<int64_t> box;    // the view's extent in `shape`, from the origin
+};
 
-// Strided views whose strides nest (each a multiple of the next, no overlap) become
-// pad + reshape + slice + transpose, which XLA turns into cheap copies.
-bool try_structured_read(FunctionBuilder& b, Value flat, const StridedView& view, Value* out) {
-  const int64_t n = flat.shape()[0];
-  std::vector<int64_t> dims;  // view dims that move through memory
+bool nested_layout(const StridedView& view, Nested* out) {
+  std::vector<int64_t>& dims = out->dims;
   for (size_t d = 0; d < view.sizes.size(); ++d) {
     if (view.sizes[d] != 1 && view.strides[d] != 0) dims.push_back(static_cast<int64_t>(d));
   }
@@ -41,31 +80,42 @@ bool try_structured_read(FunctionBuilder& b, Value flat, const StridedView& view
     int64_t s = view.strides[dims[k]], inner = view.strides[dims[k + 1]];
     if (s % inner != 0 || s < inner * view.sizes[dims[k + 1]]) return false;
   }
+  if (dims.empty()) return true;
+  out->span = view.sizes[dims[0]] * view.strides[dims[0]];
+  out->extent = 1;
+  for (int64_t d : dims) out->extent += (view.sizes[d] - 1) * view.strides[d];
+  out->shape = {view.sizes[dims[0]]};
+  for (size_t k = 1; k < dims.size(); ++k) {
+    out->shape.push_back(view.strides[dims[k - 1]] / view.strides[dims[k]]);
+  }
+  out->shape.push_back(view.strides[dims.back()]);
+  for (int64_t d : dims) out->box.push_back(view.sizes[d]);
+  out->box.push_back(1);
+  return true;
+}
+
+// `flat` padded so that the span at the view's offset never reaches past its end.
+Value pad_for_span(FunctionBuilder& b, Value flat, const StridedView& view, const Nested& l) {
+  const int64_t n = flat.shape()[0];
+  // A runtime offset is at most n - extent (the view lies inside the storage).
+  int64_t missing = view.offset_value ? l.span - l.extent : view.offset + l.span - n;
+  if (missing <= 0) return flat;
+  Value zero = b.constant(0, TensorType(flat.dtype(), {}));
+  return b.pad(flat, zero, {0}, {missing}, {0});
+}
+
+bool try_structured_read(FunctionBuilder& b, Value flat, const StridedView& view, Value* out) {
+  Nested l;
+  if (!nested_layout(view, &l)) return false;
+  const std::vector<int64_t>& dims = l.dims;
   Value moved;
   if (dims.empty()) {
-    moved = b.reshape(b.slice(flat, {view.offset}, {view.offset + 1}, {1}), {});
+    moved = b.reshape(slice_at(b, flat, view, 1), {});
   } else {
-    int64_t outer = view.strides[dims[0]];
-    int64_t span = view.sizes[dims[0]] * outer;
-    Value piece = flat;
-    if (view.offset + span > n) {
-      Value zero = b.constant(0, TensorType(flat.dtype(), {}));
-      piece = b.pad(flat, zero, {0}, {view.offset + span - n}, {0});
-    }
-    piece = b.slice(piece, {view.offset}, {view.offset + span}, {1});
-    // Shape [size0, s0/s1, s1/s2, ..., s_last]: every view dim becomes a prefix slice.
-    std::vector<int64_t> shape{view.sizes[dims[0]]};
-    for (size_t k = 1; k < dims.size(); ++k) {
-      shape.push_back(view.strides[dims[k - 1]] / view.strides[dims[k]]);
-    }
-    shape.push_back(view.strides[dims.back()]);
-    piece = b.reshape(piece, shape);
-    std::vector<int64_t> limit;
-    for (size_t k = 0; k < dims.size(); ++k) limit.push_back(view.sizes[dims[k]]);
-    limit.push_back(1);
-    piece = b.slice(piece, std::vector<int64_t>(shape.size(), 0), limit,
-                    std::vector<int64_t>(shape.size(), 1));
-    limit.pop_back();
+    Value piece = b.reshape(slice_at(b, pad_for_span(b, flat, view, l), view, l.span), l.shape);
+    piece = b.slice(piece, std::vector<int64_t>(l.shape.size(), 0), l.box,
+                    std::vector<int64_t>(l.shape.size(), 1));
+    std::vector<int64_t> limit(l.box.begin(), l.box.end() - 1);
     piece = b.reshape(piece, limit);
     // Back to the view's dim order, then broadcast size-1 and stride-0 dims.
     std::vector<int64_t> order(dims.size());
@@ -76,6 +126,37 @@ bool try_structured_read(FunctionBuilder& b, Value flat, const StridedView& view
   std::vector<int64_t> sorted_dims = dims;
   std::sort(sorted_dims.begin(), sorted_dims.end());
   *out = moved.shape() == view.sizes ? moved : b.broadcast_in_dim(moved, view.sizes, sorted_dims);
+  return true;
+}
+
+// The write counterpart: the span is sliced out, the box at its origin replaced, and the span
+// put back, so a strided write (a KV-cache column, a slice_scatter) needs no scatter.
+bool try_structured_write(FunctionBuilder& b, Value flat, const StridedView& view, Value update,
+                          Value* out) {
+  for (size_t d = 0; d < view.sizes.size(); ++d) {
+    if (view.sizes[d] > 1 && view.strides[d] == 0) return false;  // overlapping: scatter's order
+  }
+  Nested l;
+  if (!nested_layout(view, &l) || l.dims.empty()) return false;
+  const std::vector<int64_t>& dims = l.dims;
+  std::vector<int64_t> sorted_dims = dims;
+  std::sort(sorted_dims.begin(), sorted_dims.end());
+  std::vector<int64_t> moving_sizes;
+  for (int64_t d : sorted_dims) moving_sizes.push_back(view.sizes[d]);
+  // From the view's dim order to the box's (outermost stride first).
+  std::vector<int64_t> perm;
+  for (int64_t d : dims) {
+    perm.push_back(std::find(sorted_dims.begin(), sorted_dims.end(), d) - sorted_dims.begin());
+  }
+  Value box = b.reshape(b.transpose(b.reshape(update, moving_sizes), perm), l.box);
+  const int64_t n = flat.shape()[0];
+  Value padded = pad_for_span(b, flat, view, l);
+  Value piece = b.reshape(slice_at(b, padded, view, l.span), l.shape);
+  ElementType it = index_type_for(l.span);
+  std::vector<Value> origin(l.shape.size(), b.constant_int(0, TensorType(it, {})));
+  piece = b.reshape(b.dynamic_update_slice(piece, box, origin), {l.span});
+  Value result = update_at(b, padded, view, piece);
+  *out = result.shape()[0] == n ? result : b.slice(result, {0}, {n}, {1});
   return true;
 }
 
@@ -98,7 +179,7 @@ int64_t numel_of(const std::vector<int64_t>& sizes) {
 }
 
 bool covers_buffer(const StridedView& view, const std::vector<int64_t>& buffer_dims) {
-  return view.offset == 0 && numel_of(view.sizes) == numel_of(buffer_dims) &&
+  return !view.offset_value && view.offset == 0 && numel_of(view.sizes) == numel_of(buffer_dims) &&
          is_contiguous(view.sizes, view.strides);
 }
 
@@ -153,7 +234,7 @@ Value read_view(FunctionBuilder& b, Value base, const StridedView& view) {
   Value flat = b.reshape(base, {n});
   if (count == 0) return b.constant(0, TensorType(base.dtype(), view.sizes));
   if (is_contiguous(view.sizes, view.strides)) {
-    return b.reshape(b.slice(flat, {view.offset}, {view.offset + count}, {1}), view.sizes);
+    return b.reshape(slice_at(b, flat, view, count), view.sizes);
   }
   Value out;
   if (try_structured_read(b, flat, view, &out)) return out;
@@ -175,12 +256,8 @@ Value write_view(FunctionBuilder& b, Value base, const StridedView& view, Value 
   Value upd = b.reshape(update, {count});
   Value result;
   if (is_contiguous(view.sizes, view.strides)) {
-    std::vector<Value> parts;
-    if (view.offset > 0) parts.push_back(b.slice(flat, {0}, {view.offset}, {1}));
-    parts.push_back(upd);
-    if (view.offset + count < n) parts.push_back(b.slice(flat, {view.offset + count}, {n}, {1}));
-    result = b.concatenate(parts, 0);
-  } else {
+    result = update_at(b, flat, view, upd);
+  } else if (!try_structured_write(b, flat, view, update, &result)) {
     ElementType it = index_type_for(n);
     Value idx = flat_indices(b, view, it);
     TensorType scalar(base.dtype(), {});
@@ -202,7 +279,8 @@ Value write_storage(FunctionBuilder& b, std::optional<Value> base, const std::ve
   auto bytes = [](ElementType t) { return std::max(1, shlo::bit_width(t) / 8); };
   int64_t storage_bytes = numel_of(dims) * bytes(dtype);
   int64_t view_bytes = numel_of(view.sizes) * bytes(update.dtype());
-  if (view.offset == 0 && is_contiguous(view.sizes, view.strides) && view_bytes == storage_bytes) {
+  if (!view.offset_value && view.offset == 0 && is_contiguous(view.sizes, view.strides) &&
+      view_bytes == storage_bytes) {
     return update;
   }
   Value current = base ? *base : b.constant(0, TensorType(dtype, dims));

@@ -15,11 +15,17 @@ struct StridedView {
   std::vector<int64_t> sizes;
   std::vector<int64_t> strides;
   int64_t offset = 0;
+  // When set, the offset is this 0-d integer value at run time (`offset` is then only the
+  // first call's sample and is never read), so a view that moves through its storage (a row
+  // loop, a KV-cache position, a sliding window) reuses one program. PyTorch keeps every view
+  // inside its storage, which is what lets dynamic slices (XLA clamps their starts) serve it.
+  std::optional<shlo::Value> offset_value;
 };
 
 bool is_contiguous(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides);
 int64_t numel_of(const std::vector<int64_t>& sizes);
-// True when the view is exactly the whole buffer in its own row-major order.
+// True when the view is exactly the whole buffer in its own row-major order (never for a view
+// with a runtime offset).
 bool covers_buffer(const StridedView& view, const std::vector<int64_t>& buffer_dims);
 
 // The storage's bytes reinterpreted as `want` elements (a storage written through one dtype

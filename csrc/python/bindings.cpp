@@ -65,6 +65,7 @@ PYBIND11_MODULE(_C, m) {
     d["compile_seconds"] = x.compile_ns.load() / 1e9;
     d["cache_hits"] = x.cache_hits.load();
     d["cache_misses"] = x.cache_misses.load();
+    d["program_cache_evictions"] = x.program_cache_evictions.load();
     d["disk_cache_hits"] = x.disk_cache_hits.load();
     d["disk_cache_misses"] = x.disk_cache_misses.load();
     d["disk_cache_corrupt"] = x.disk_cache_corrupt.load();

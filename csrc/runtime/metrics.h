@@ -14,6 +14,8 @@ struct Metrics {
   std::atomic<int64_t> compile_ns{0};
   std::atomic<int64_t> cache_hits{0};
   std::atomic<int64_t> cache_misses{0};
+  // Programs dropped from the bounded in-memory caches (TORCHTPU_PROGRAM_CACHE_MAX_ENTRIES).
+  std::atomic<int64_t> program_cache_evictions{0};
   std::atomic<int64_t> disk_cache_hits{0};
   std::atomic<int64_t> disk_cache_misses{0};
   // Entries found truncated, garbled, of another format version or for another key (removed).

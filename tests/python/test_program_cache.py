@@ -151,3 +151,25 @@ def test_no_compile_log_by_default(capfd):
     assert compiled() > before
     err = capfd.readouterr().err
     assert "torchtpu: compiled" not in err and "torchtpu: loaded" not in err
+
+
+NEAREST = """
+import torch, torchtpu
+a, b = torch.ones(4, 4, device="tpu"), torch.ones(4, 4, device="tpu")
+c, d = torch.ones(8, 8, device="tpu"), torch.ones(8, 8, device="tpu")
+torch.add(a, b)
+torch.add(c, d)                           # the previous miss, but two arguments away
+torch.add(a, torch.ones(1, 4, device="tpu"))
+torch.tpu.synchronize()
+"""
+
+
+def test_log_compiles_names_the_nearest_signature(run_python):
+    proc = run_python(NEAREST, TORCHTPU_LOG_COMPILES="1", TORCHTPU_CACHE="0")
+    lines = [l for l in proc.stderr.splitlines() if l.startswith("torchtpu: compiled aten::add")]
+    assert len(lines) == 3, proc.stderr
+    assert "first call of aten::add.Tensor" in lines[0]
+    assert "differs in self=Float[8, 8] (compiled: self=Float[4, 4])" in lines[1], lines[1]
+    # Nearest is the 4x4 call (only `other` differs), not the previous miss (8x8).
+    assert "differs in other=Float[1, 4] (compiled: other=Float[4, 4])" in lines[2], lines[2]
+    assert "self=" not in lines[2].split("differs in", 1)[1]

@@ -1,0 +1,134 @@
+"""Cold start: what a fresh process pays before its first useful result, tpu vs PyTorch's CPU.
+
+Every workload runs in a fresh interpreter (import cost included in `process_s`, excluded from
+`workload_s`): once on the CPU (the baseline, same run), once on tpu with an empty compilation
+cache (TORCHTPU_CACHE_DIR set to a new temporary folder: every program compiles), and once more
+on tpu with that cache now warm (programs load from disk). Workloads: a tiny Llama (Transformers,
+random weights) doing one eager train step at each of three sequence lengths, and a small CNN
+doing one train step. Prints one JSON object per line, then tpu/cpu ratio lines.
+
+    .venv/bin/python benchmarks/cold_start.py [--only llama|cnn]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+
+CHILD = r"""
+import json, os, sys, time
+start = time.perf_counter()
+import torch
+device = sys.argv[1]
+workload = sys.argv[2]
+if device == "tpu":
+    import torchtpu
+torch.manual_seed(0)
+imported = time.perf_counter()
+
+
+def sync():
+    if device == "tpu":
+        torch.tpu.synchronize()
+
+
+def llama():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=128,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=256)
+    model = LlamaForCausalLM(config).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    losses = []
+    for seq in (16, 32, 64):
+        ids = torch.randint(0, 256, (2, seq)).to(device)
+        out = model(input_ids=ids, labels=ids)
+        out.loss.backward()
+        opt.step()
+        opt.zero_grad()
+        losses.append(out.loss.item())
+    return losses
+
+
+def cnn():
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.BatchNorm2d(16), torch.nn.ReLU(),
+        torch.nn.MaxPool2d(2),
+        torch.nn.Conv2d(16, 32, 3, padding=1), torch.nn.BatchNorm2d(32), torch.nn.ReLU(),
+        torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(32, 10),
+    ).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    x = torch.randn(8, 3, 32, 32).to(device)
+    y = torch.randint(0, 10, (8,)).to(device)
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+    return [loss.item()]
+
+
+losses = {"llama": llama, "cnn": cnn}[workload]()
+sync()
+done = time.perf_counter()
+result = {"workload_s": done - imported, "process_s": done - start, "losses": losses}
+if device == "tpu":
+    m = torchtpu.metrics()
+    result.update(programs_compiled=m["programs_compiled"],
+                  compile_s=round(m["compile_seconds"], 3),
+                  disk_cache_hits=m["disk_cache_hits"], executions=m["executions"],
+                  host_syncs=m["host_syncs"])
+print("RESULT " + json.dumps(result))
+"""
+
+
+def run_child(device: str, workload: str, cache_dir: str | None) -> dict:
+    env = dict(os.environ)
+    for k in ("TORCHTPU_LOG_COMPILES", "TORCHTPU_DUMP_MLIR", "TPU_LAUNCH_BLOCKING"):
+        env.pop(k, None)
+    if cache_dir is not None:
+        env["TORCHTPU_CACHE_DIR"] = cache_dir
+    wall = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(CHILD), device, workload],
+                          env=env, capture_output=True, text=True, timeout=1800)
+    wall = time.perf_counter() - wall
+    line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
+    if proc.returncode != 0 or not line:
+        raise RuntimeError(f"{workload} on {device} failed:\n{proc.stdout}\n{proc.stderr[-4000:]}")
+    result = json.loads(line[-1][len("RESULT "):])
+    result["wall_s"] = wall
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--only", choices=["llama", "cnn"])
+    args = parser.parse_args()
+    workloads = [args.only] if args.only else ["llama", "cnn"]
+    for workload in workloads:
+        with tempfile.TemporaryDirectory(prefix="torchtpu-cold-") as cache_dir:
+            runs = {
+                "cpu": run_child("cpu", workload, None),
+                "tpu_cold": run_child("tpu", workload, cache_dir),
+                "tpu_warm": run_child("tpu", workload, cache_dir),
+            }
+        for name, r in runs.items():
+            row = {"workload": workload, "run": name}
+            row.update({k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items()
+                        if k != "losses"})
+            print(json.dumps(row), flush=True)
+        for name in ("tpu_cold", "tpu_warm"):
+            print(json.dumps({
+                "workload": workload, "run": f"{name}/cpu",
+                "workload_ratio": round(runs[name]["workload_s"] / runs["cpu"]["workload_s"], 2),
+                "process_ratio": round(runs[name]["process_s"] / runs["cpu"]["process_s"], 2),
+            }), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,121 @@
+"""The in-memory program caches are bounded (TORCHTPU_PROGRAM_CACHE_MAX_ENTRIES, evictions
+counted in torchtpu.metrics()), an evicted program recompiles and gives the same values, and
+threads racing on one new signature compile it once (the others wait for that compile)."""
+
+import threading
+
+import pytest
+import torch
+from torch.testing import assert_close
+
+import torchtpu
+
+BOUNDED = """
+import torch, torchtpu
+before = torchtpu.metrics()
+results = []
+for n in range(1, 61):                      # 60 distinct signatures of one op
+    x = torch.arange(float(n)).to("tpu")
+    results.append((x * 2 + 1).cpu())
+for n, r in enumerate(results, start=1):
+    torch.testing.assert_close(r, torch.arange(float(n)) * 2 + 1)
+m = torchtpu.metrics()
+print("ENTRIES", m["program_cache_entries"])
+print("EVICTIONS", m["program_cache_evictions"] - before["program_cache_evictions"])
+# An evicted signature runs again, compiled afresh, with the same values.
+x = torch.arange(1.0).to("tpu")
+c = torchtpu.metrics()["cache_misses"]
+torch.testing.assert_close((x * 2 + 1).cpu(), torch.arange(1.0) * 2 + 1)
+print("RECOMPILED", torchtpu.metrics()["cache_misses"] - c)
+
+# One compiled graph fed inputs whose storages differ in size (a new program signature each,
+# the same graph for Dynamo): its own cache is bounded too.
+g = torch.compile(lambda x: x.sin() + 1, backend="tpu", dynamic=False)
+ev = torchtpu.metrics()["program_cache_evictions"]
+for k in range(12, 32):
+    base = torch.arange(float(k)).to("tpu")
+    got = g(base[:12].view(3, 4)).cpu()
+    torch.testing.assert_close(got, torch.arange(12.0).view(3, 4).sin() + 1)
+print("GRAPH_EVICTIONS", torchtpu.metrics()["program_cache_evictions"] - ev)
+print("OK")
+"""
+
+
+def test_cache_is_bounded_and_counts_evictions(run_python):
+    proc = run_python(BOUNDED, TORCHTPU_PROGRAM_CACHE_MAX_ENTRIES="16", TORCHTPU_CACHE="0",
+                      timeout=300)
+    out = dict(line.split() for line in proc.stdout.splitlines() if line.count(" ") == 1)
+    assert int(out["ENTRIES"]) <= 16
+    # 60 shapes x (mul, add, the host copies' programs) through 16 entries: most were evicted.
+    assert int(out["EVICTIONS"]) >= 60 * 2 - 16
+    assert int(out["RECOMPILED"]) >= 1
+    assert int(out["GRAPH_EVICTIONS"]) >= 20 - 16
+    assert "OK" in proc.stdout
+
+
+def test_bad_bound_names_the_variable(run_python):
+    proc = run_python("import torch, torchtpu\ntorch.ones(3).to('tpu') + 1\n", check=False,
+                      TORCHTPU_PROGRAM_CACHE_MAX_ENTRIES="lots")
+    assert proc.returncode != 0
+    assert "TORCHTPU_PROGRAM_CACHE_MAX_ENTRIES=lots" in proc.stderr
+    assert "positive integer" in proc.stderr
+
+
+def racing(fn, threads=8):
+    barrier = threading.Barrier(threads)
+    results, errors = [None] * threads, []
+
+    def run(k):
+        try:
+            barrier.wait()
+            results[k] = fn()
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    ts = [threading.Thread(target=run, args=(k,)) for k in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(timeout=300)
+    assert not errors, errors
+    return results
+
+
+def built():
+    m = torchtpu.metrics()
+    return m["cache_misses"], m["programs_compiled"] + m.get("disk_cache_hits", 0)
+
+
+def test_threads_racing_on_one_new_signature_compile_once():
+    # A shape no other test uses, so the signature is new to this process.
+    a, b = torch.randn(37, 29), torch.randn(37, 29)
+    at, bt = a.to("tpu"), b.to("tpu")
+    torch.tpu.synchronize()
+    misses, programs = built()
+    outs = racing(lambda: torch.atan2(at, bt))
+    torch.tpu.synchronize()
+    misses_after, programs_after = built()
+    assert misses_after - misses == 1
+    assert programs_after - programs == 1
+    for o in outs:
+        assert_close(o.cpu(), torch.atan2(a, b))
+
+
+def graph_compiles():
+    return sum(v.get("compiles", 0) for v in torchtpu._dynamo.graph_metrics().values())
+
+
+def test_threads_racing_on_one_new_graph_signature_compile_once():
+    f = torch.compile(lambda x: torch.cos(x) * 3 - x, backend="tpu", dynamic=False)
+    x = torch.randn(41, 3)
+    f(x.to("tpu"))
+    torch.tpu.synchronize()
+    # The same shape and strides (no new Dynamo graph) over a storage of other dims: a new
+    # program signature for the same compiled graph.
+    xv = x.reshape(-1).to("tpu").view(41, 3)
+    before = graph_compiles()
+    outs = racing(lambda: f(xv))
+    torch.tpu.synchronize()
+    assert graph_compiles() - before == 1
+    for o in outs:
+        assert_close(o.cpu(), torch.cos(x) * 3 - x)
