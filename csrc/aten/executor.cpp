@@ -17,6 +17,7 @@
 #include <unordered_set>
 
 #include "aten/call_state.h"
+#include "aten/fallback_rng.h"
 #include "aten/host_transfer.h"
 #include "device/current_device.h"
 #include "device/generator.h"
@@ -133,6 +134,9 @@ c10::IValue to_meta(const c10::IValue& v) {
     return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
   };
   if (v.isTensor()) return meta(v.toTensor());
+  // Generators never change output types, and PyTorch's Python meta kernels of some random ops
+  // (the _refs of exponential_, log_normal_, cauchy_, geometric_) refuse any generator.
+  if (v.isGenerator()) return c10::IValue();
   if (v.isTensorList()) {
     std::vector<at::Tensor> ts;
     for (const at::Tensor& t : v.toTensorVector()) ts.push_back(meta(t));
@@ -431,6 +435,7 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack,
                "): its inputs travel to the host and back. Shown once per op; "
                "torchtpu.metrics()['cpu_fallbacks_by_op'] counts every call.");
   }
+  use_cpu_generators(op, stack);
   at::native::cpu_fallback(op, stack);
 }
 

@@ -5,8 +5,9 @@
 // Resampling and padding move data along each spatial dim independently, by source positions
 // that depend only on shapes and scale attributes. Those positions (and interpolation weights)
 // are computed here in C++ with the CPU kernels' own float arithmetic and emitted as dense
-// constants, so results match CPU closely; the forward is a gather per dim and the backward
-// contracts the gradient with the (out, in) resampling matrix of each dim.
+// constants, so results match CPU closely; the forward gathers the taps of each dim and the
+// backward gathers the transposed taps (lowering/taps.h), so a non-finite value only reaches
+// the elements the CPU kernels let it reach.
 #include <c10/util/Exception.h>
 
 #include <algorithm>
@@ -14,20 +15,11 @@
 #include <optional>
 #include <string>
 
-#include "lowering/dense_constant.h"
 #include "lowering/lowering.h"
+#include "lowering/resample_u8.h"
+#include "lowering/taps.h"
 
 namespace torchtpu::lowering {
-
-Value dense_f32(FunctionBuilder& b, const std::vector<float>& v,
-                const std::vector<int64_t>& shape) {
-  TensorType t(ElementType::kF32, {static_cast<int64_t>(v.size())});
-  std::string s = "value = dense<[";
-  for (size_t i = 0; i < v.size(); ++i) {
-    s += (i ? ", " : "") + shlo::scalar_literal(static_cast<double>(v[i]), ElementType::kF32);
-  }
-  return b.reshape(b.op("stablehlo.constant", {}, t, s + "]> : " + t.str()), shape);
-}
 
 namespace {
 
@@ -40,94 +32,6 @@ void require_dtype(const LoweringContext& ctx, const Value& x, bool ok) {
   TORCH_CHECK(ok, "\"", name.substr(name.find("::") + 2), "\" not implemented for '",
               c10::toString(to_scalar_type(x.dtype())), "'");
 }
-
-Value dense_i64(FunctionBuilder& b, const std::vector<int64_t>& v) {
-  TensorType t(ElementType::kS64, {static_cast<int64_t>(v.size())});
-  std::string s = "value = dense<[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-  return b.op("stablehlo.constant", {}, t, s + "]> : " + t.str());
-}
-
-// x gathered at positions `idx` along `dim`.
-Value take_along(FunctionBuilder& b, Value x, int64_t dim, const std::vector<int64_t>& idx) {
-  std::vector<int64_t> shape = x.shape(), slice = x.shape(), offset_dims;
-  int64_t n = static_cast<int64_t>(idx.size());
-  shape[static_cast<size_t>(dim)] = n;
-  slice[static_cast<size_t>(dim)] = 1;
-  for (int64_t d = 0; d < x.rank(); ++d) {
-    if (d != dim) offset_dims.push_back(d);
-  }
-  std::string od;
-  for (size_t i = 0; i < offset_dims.size(); ++i) {
-    od += (i ? ", " : "") + std::to_string(offset_dims[i]);
-  }
-  std::string dn = "dimension_numbers = #stablehlo.gather<" +
-                   (od.empty() ? std::string() : "offset_dims = [" + od + "], ") +
-                   "collapsed_slice_dims = [" + std::to_string(dim) + "], start_index_map = [" +
-                   std::to_string(dim) +
-                   "], index_vector_dim = 1>, indices_are_sorted = false, slice_sizes = " +
-                   shlo::i64_array(slice);
-  return b.op("stablehlo.gather", {x, b.reshape(dense_i64(b, idx), {n, 1})},
-              x.type.with_shape(shape), dn);
-}
-
-// Contracts dim `dim` of x (size out) with m (out, in): the transpose of resampling.
-Value apply_transpose(FunctionBuilder& b, Value x, Value m, int64_t dim) {
-  std::vector<int64_t> shape;
-  for (int64_t i = 0; i < x.rank(); ++i) {
-    if (i != dim) shape.push_back(x.shape()[static_cast<size_t>(i)]);
-  }
-  shape.push_back(m.shape()[1]);
-  Value r = b.dot_general(x, b.convert(m, x.dtype()), {}, {}, {dim}, {0}, x.type.with_shape(shape));
-  std::vector<int64_t> perm;
-  for (int64_t i = 0; i < x.rank() - 1; ++i) {
-    if (i == dim) perm.push_back(x.rank() - 1);
-    perm.push_back(i);
-  }
-  if (dim == x.rank() - 1) perm.push_back(x.rank() - 1);
-  return b.transpose(r, perm);
-}
-
-// One dim's resampling: out[i] = sum_k w[k][i] * in[idx[k][i]], summed in k order like the
-// CPU kernels (no weights: a copy of in[idx[0][i]]).
-struct Taps {
-  std::vector<std::vector<int64_t>> idx;
-  std::vector<std::vector<float>> w;
-  int64_t in = 0;
-
-  explicit Taps(size_t k = 1, int64_t in_size = 0) : idx(k), in(in_size) {}
-
-  void add(size_t k, int64_t index, float weight) {
-    idx[k].push_back(index);
-    if (w.size() < idx.size()) w.resize(idx.size());
-    w[k].push_back(weight);
-  }
-
-  Value matrix(FunctionBuilder& b) const {
-    int64_t out = static_cast<int64_t>(idx[0].size());
-    std::vector<float> m(static_cast<size_t>(out * in), 0.0f);
-    for (size_t k = 0; k < idx.size(); ++k) {
-      for (size_t i = 0; i < idx[k].size(); ++i) {
-        m[i * static_cast<size_t>(in) + static_cast<size_t>(idx[k][i])] +=
-            w.empty() ? 1.0f : w[k][i];
-      }
-    }
-    return dense_f32(b, m, {out, in});
-  }
-
-  Value apply(FunctionBuilder& b, Value x, int64_t dim) const {
-    if (w.empty()) return take_along(b, x, dim, idx[0]);
-    std::vector<int64_t> n{static_cast<int64_t>(idx[0].size())};
-    std::optional<Value> sum;
-    for (size_t k = 0; k < idx.size(); ++k) {
-      Value v = take_along(b, x, dim, idx[k]);
-      Value wk = b.broadcast_in_dim(b.convert(dense_f32(b, w[k], n), x.dtype()), v.shape(), {dim});
-      v = b.mul(wk, v);
-      sum = sum ? b.add(*sum, v) : v;
-    }
-    return *sum;
-  }
-};
 
 // ---- upsampling ----
 
@@ -229,21 +133,27 @@ LoweringFn upsample(Mode mode, size_t nd) {
     const TensorType& out = ctx.out_type();
     Value x = ctx.tensor(0);
     bool fp = shlo::is_float(x.dtype());
-    require_dtype(ctx, x, fp || x.dtype() == ElementType::kU8);
-    if (out.numel() == 0 || x.type.numel() == 0) return {zeros(b, out)};
     bool interpolate = mode == Mode::kLinear || mode == Mode::kCubic;
+    // uint8: the nearest modes, and bilinear / bicubic 2d (their own integer kernel), as on CPU.
+    require_dtype(ctx, x, fp || (x.dtype() == ElementType::kU8 && (!interpolate || nd == 2)));
+    if (out.numel() == 0 || x.type.numel() == 0) return {zeros(b, out)};
     bool align = interpolate && ctx.bool_arg(2);
+    if (!fp && interpolate) {
+      size_t first_scale = ctx.num_args() - nd;
+      std::vector<std::optional<double>> scales;
+      for (size_t i = 0; i < nd; ++i) {
+        scales.push_back(ctx.is_none(first_scale + i)
+                             ? std::nullopt
+                             : std::optional<double>(ctx.double_arg(first_scale + i)));
+      }
+      return {
+          resample_u8(b, x, out.shape, mode == Mode::kCubic, /*antialias=*/false, align, scales)};
+    }
     std::vector<Taps> taps = upsample_taps(ctx, mode, nd, x.shape(), out.shape, align);
-    // Linear modes interpolate the last dim first, as the CPU kernel nests them; uint8 images
-    // interpolate in f32 and round to the nearest value.
-    Value v = b.convert(x, fp ? acc_type(x.dtype()) : interpolate ? ElementType::kF32 : x.dtype());
+    // Linear modes interpolate the last dim first, as the CPU kernel nests them.
+    Value v = b.convert(x, fp ? acc_type(x.dtype()) : x.dtype());
     int64_t lead = x.rank() - static_cast<int64_t>(nd);
     for (size_t i = nd; i-- > 0;) v = taps[i].apply(b, v, lead + static_cast<int64_t>(i));
-    if (!fp && interpolate) {
-      v = b.unary("stablehlo.round_nearest_even", v);
-      v = b.clamp(b.constant(0, TensorType(v.dtype(), {})), v,
-                  b.constant(255, TensorType(v.dtype(), {})));
-    }
     return {coerce(b, v, out)};
   };
 }
@@ -260,7 +170,7 @@ LoweringFn upsample_backward(Mode mode, size_t nd) {
     Value v = b.convert(g, acc_type(g.dtype()));
     int64_t lead = g.rank() - static_cast<int64_t>(nd);
     for (size_t i = 0; i < nd; ++i) {
-      v = apply_transpose(b, v, taps[i].matrix(b), lead + static_cast<int64_t>(i));
+      v = taps[i].transposed().apply(b, v, lead + static_cast<int64_t>(i));
     }
     return {coerce(b, v, out)};
   };
@@ -327,7 +237,7 @@ LoweringFn edge_pad_backward(bool reflect, size_t nd) {
     Value v = b.convert(g, acc_type(g.dtype()));
     int64_t lead = g.rank() - static_cast<int64_t>(nd);
     for (size_t i = 0; i < nd; ++i) {
-      v = apply_transpose(b, v, taps[i].matrix(b), lead + static_cast<int64_t>(i));
+      v = taps[i].transposed().apply(b, v, lead + static_cast<int64_t>(i));
     }
     return {coerce(b, v, out)};
   };

@@ -21,6 +21,7 @@
 #include <string>
 
 #include "lowering/lowering.h"
+#include "lowering/taps.h"
 
 namespace torchtpu::lowering {
 namespace {
@@ -381,38 +382,20 @@ LoweringFn avg_pool_backward(size_t nd) {
 int64_t bin_start(int64_t i, int64_t in, int64_t out) { return (i * in) / out; }
 int64_t bin_end(int64_t i, int64_t in, int64_t out) { return ((i + 1) * in + out - 1) / out; }
 
-// (out, in) matrix whose row i averages bin i; built from iotas so it needs no dense constant.
-Value averaging_matrix(FunctionBuilder& b, int64_t in, int64_t out, ElementType t) {
-  TensorType it(ElementType::kS64, {out, in});
-  Value i = b.iota(it, 0), h = b.iota(it, 1);
-  Value in_c = b.constant_int(in, it), out_c = b.constant_int(out, it);
-  Value one = b.constant_int(1, it);
-  Value start = b.div(b.mul(i, in_c), out_c);
-  Value end = b.div(b.add(b.mul(b.add(i, one), in_c), b.sub(out_c, one)), out_c);
-  Value inside = b.binary("stablehlo.and", b.compare(h, start, CompareDirection::kGE),
-                          b.compare(h, end, CompareDirection::kLT));
-  TensorType ft(t, {out, in});
-  Value count = b.convert(b.sub(end, start), t);
-  return b.select(inside, b.div(b.constant(1, ft), count), b.constant(0, ft));
-}
-
-// Contracts spatial dim `dim` of x with m (rows: new size) keeping the dim order.
-Value apply_matrix(FunctionBuilder& b, Value x, Value m, int64_t dim, bool transpose_m) {
-  int64_t new_size = m.shape()[transpose_m ? 1 : 0];
-  std::vector<int64_t> shape;
-  for (int64_t i = 0; i < x.rank(); ++i) {
-    if (i != dim) shape.push_back(x.shape()[static_cast<size_t>(i)]);
+// Bin i of each dim as taps: every element of the bin with weight 1 / bin size (bins differ in
+// size by at most one; shorter ones leave their last tap absent).
+Taps averaging_taps(int64_t in, int64_t out) {
+  int64_t kmax = 0;
+  for (int64_t i = 0; i < out; ++i)
+    kmax = std::max(kmax, bin_end(i, in, out) - bin_start(i, in, out));
+  Taps t(static_cast<size_t>(kmax), in);
+  for (int64_t i = 0; i < out; ++i) {
+    int64_t start = bin_start(i, in, out), size = bin_end(i, in, out) - start;
+    for (int64_t k = 0; k < kmax; ++k) {
+      t.add(static_cast<size_t>(k), k < size ? start + k : -1, 1.0 / static_cast<double>(size));
+    }
   }
-  shape.push_back(new_size);
-  Value r = b.dot_general(x, m, {}, {}, {dim}, {transpose_m ? 0 : 1}, x.type.with_shape(shape));
-  // The new dim came out last; move it back.
-  std::vector<int64_t> perm;
-  for (int64_t i = 0; i < x.rank() - 1; ++i) {
-    if (i == dim) perm.push_back(x.rank() - 1);
-    perm.push_back(i);
-  }
-  if (dim == x.rank() - 1) perm.push_back(x.rank() - 1);
-  return b.transpose(r, perm);
+  return t;
 }
 
 LoweringFn adaptive_avg_pool(size_t nd, bool backward) {
@@ -430,8 +413,8 @@ LoweringFn adaptive_avg_pool(size_t nd, bool backward) {
     for (size_t i = 0; i < nd; ++i) {
       int64_t in = in_t.shape[lead + i], o = out_t.shape[lead + i];
       if (in == o) continue;
-      Value m = averaging_matrix(b, in, o, acc);
-      v = apply_matrix(b, v, m, static_cast<int64_t>(lead + i), backward);
+      Taps taps = averaging_taps(in, o);
+      v = (backward ? taps.transposed() : taps).apply(b, v, static_cast<int64_t>(lead + i));
     }
     return {coerce(b, v, out)};
   };

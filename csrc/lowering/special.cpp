@@ -104,15 +104,18 @@ Value bessel_ie(FunctionBuilder& b, Value x, bool first) {
 }
 
 Value i0e(FunctionBuilder& b, Value x) { return bessel_ie(b, abs_(b, x), false); }
+// At |x| = inf Cephes' i0/i1 (the CPU kernels) compute exp(inf) * (chbevl(-2) / sqrt(inf)) =
+// inf * 0 = NaN; XLA may reassociate that product, so NaN is chosen explicitly to match.
 Value i0(FunctionBuilder& b, Value x) {
   Value ax = abs_(b, x);
-  return b.mul(exp_(b, ax), bessel_ie(b, ax, false));
+  return sel(b, eq(b, ax, kInf), kNaN, b.mul(exp_(b, ax), bessel_ie(b, ax, false)));
 }
 Value odd(FunctionBuilder& b, Value x, Value r) { return b.select(lt0(b, x), b.neg(r), r); }
 Value i1e(FunctionBuilder& b, Value x) { return odd(b, x, bessel_ie(b, abs_(b, x), true)); }
 Value i1(FunctionBuilder& b, Value x) {
   Value ax = abs_(b, x);
-  return odd(b, x, b.mul(exp_(b, ax), bessel_ie(b, ax, true)));
+  Value r = sel(b, eq(b, ax, kInf), kNaN, b.mul(exp_(b, ax), bessel_ie(b, ax, true)));
+  return odd(b, x, r);
 }
 
 // PyTorch: digamma(+-0) = -+inf (a pole approached from the other side); negative integers NaN.
