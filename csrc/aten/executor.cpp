@@ -28,6 +28,7 @@
 #include "runtime/miss_log.h"
 #include "runtime/program_cache.h"
 #include "runtime/runtime.h"
+#include "runtime/trace.h"
 
 namespace torchtpu::aten {
 namespace {
@@ -436,6 +437,7 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack,
                "torchtpu.metrics()['cpu_fallbacks_by_op'] counts every call.");
   }
   use_cpu_generators(op, stack);
+  runtime::trace::Scope traced(runtime::trace::Kind::kFallback, "tpu::cpu_fallback", -1, 0, name);
   at::native::cpu_fallback(op, stack);
 }
 

@@ -9,6 +9,7 @@
 #include "runtime/inflight.h"
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
+#include "runtime/trace.h"
 
 namespace torchtpu::aten {
 namespace {
@@ -60,6 +61,8 @@ PJRT_Buffer_Type pjrt_type(shlo::ElementType t) {
 device::BufferPtr upload(const void* data, const std::vector<int64_t>& dims,
                          shlo::ElementType dtype, int device) {
   runtime::Runtime& rt = runtime::get();
+  runtime::trace::Scope traced(runtime::trace::Kind::kH2D, "tpu::copy_h2d", device,
+                               lowering::numel_of(dims) * std::max(1, shlo::bit_width(dtype) / 8));
   try {
     auto buf = rt.client().buffer_from_host(data, pjrt_type(dtype), dims, rt.device(device));
     runtime::metrics().h2d_transfers++;
@@ -91,6 +94,8 @@ at::Tensor to_cpu(const at::Tensor& t) {
   at::Tensor out = at::empty(t.sizes(), t.options().device(c10::kCPU));
   if (t.numel() == 0) return out;
   device::BufferPtr buf = contiguous_buffer(t);
+  runtime::trace::Scope traced(runtime::trace::Kind::kD2H, "tpu::copy_d2h", t.device().index(),
+                               static_cast<int64_t>(out.nbytes()));
   try {
     buf->to_host(out.data_ptr(), out.nbytes());
   } catch (const pjrt::Error& e) {
@@ -105,6 +110,7 @@ at::Tensor to_cpu(const at::Tensor& t) {
 void synchronize(int device) {
   if (!runtime::is_initialized()) return;
   runtime::metrics().host_syncs++;
+  runtime::trace::Scope traced(runtime::trace::Kind::kSync, "tpu::synchronize", device);
   runtime::wait_for_executions(device);
 }
 

@@ -9,6 +9,7 @@
 #include "device/generator.h"
 #include "device/storage.h"
 #include "lowering/lowering.h"
+#include "profiler/profiler.h"
 #include "runtime/compile.h"
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
@@ -86,6 +87,7 @@ PYBIND11_MODULE(_C, m) {
     return d;
   });
   m.def("_reset_metrics", &runtime::reset_metrics);
+  m.def("_kineto_profiler_registered", &profiler::kineto_profiler_registered);
 
   m.def("_memory_allocated", &device::memory_allocated);
   m.def("_max_memory_allocated", &device::max_memory_allocated);

@@ -11,6 +11,7 @@
 #include "runtime/disk_cache.h"
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
+#include "runtime/trace.h"
 
 namespace torchtpu::runtime {
 namespace {
@@ -88,6 +89,15 @@ void store_in_disk_cache(Runtime& rt, const std::string& key, const pjrt::Execut
   }
 }
 
+// The torch index of a device, for the profiler's tpu track.
+int index_of(const pjrt::Device& device) {
+  Runtime& rt = get();
+  for (int i = 0; i < rt.device_count(); ++i) {
+    if (&rt.device(i) == &device) return i;
+  }
+  return -1;
+}
+
 }  // namespace
 
 std::string disk_cache_dir() {
@@ -102,8 +112,13 @@ pjrt::ExecuteResult Program::execute(const std::vector<PJRT_Buffer*>& args,
 
 pjrt::ExecuteResult Program::execute(PJRT_Buffer* const* args, size_t num_args,
                                      const pjrt::Device& device) const {
+  const int64_t traced_start = trace::enabled() ? trace::now_ns() : 0;
   try {
-    return exe_->execute(args, num_args, &device);
+    pjrt::ExecuteResult r = exe_->execute(args, num_args, &device);
+    if (traced_start) {
+      trace::execution_launched(signature_, index_of(device), traced_start, r.done.get());
+    }
+    return r;
   } catch (const pjrt::Error& e) {
     TORCH_CHECK_WITH(OutOfMemoryError, !e.is_out_of_memory(), "torchtpu: out of device memory ",
                      "running ", signature_, ": ", e.what());
@@ -114,6 +129,7 @@ pjrt::ExecuteResult Program::execute(PJRT_Buffer* const* args, size_t num_args,
 std::shared_ptr<Program> compile_program(const std::string& mlir, const std::string& signature,
                                          const std::string& why) {
   Runtime& rt = get();
+  trace::Scope traced(trace::Kind::kCompile, "tpu::compile", -1, 0, signature);
   // Memory miss -> disk -> compile. The key covers everything that decides the executable.
   std::string key;
   if (disk_cache().enabled()) {
@@ -125,6 +141,7 @@ std::shared_ptr<Program> compile_program(const std::string& mlir, const std::str
       try {
         auto exe = rt.client().deserialize(payload);
         metrics().disk_cache_hits++;
+        traced.set_detail(signature + " [disk cache hit]");
         if (log_compiles()) {
           std::fprintf(stderr, "torchtpu: loaded %s from the disk cache in %.1f ms (%s)\n",
                        signature.c_str(), ms_since(start), why.c_str());
@@ -171,6 +188,7 @@ std::shared_ptr<Program> compile_program(const std::string& mlir, const std::str
   }
   if (dump_mlir()) std::fprintf(stderr, "%s\n", mlir.c_str());
   if (!key.empty() && disk_cache().enabled()) store_in_disk_cache(rt, key, *exe);
+  traced.set_detail(signature + (key.empty() ? " [compiled]" : " [disk cache miss: compiled]"));
   return std::make_shared<Program>(std::move(exe), signature);
 }
 
