@@ -46,6 +46,18 @@ bool is_generator_type(const c10::TypePtr& t) {
   return false;
 }
 
+bool is_runtime_float(const c10::FunctionSchema& schema, const c10::Argument& arg) {
+  if (arg.name() != "lr" || arg.type()->kind() != c10::TypeKind::FloatType) return false;
+  // Only ops whose lowering reads `lr` as a Value (lowering/optim.cpp's scalar_of).
+  static const char* const kOps[] = {"aten::_fused_adam_", "aten::_fused_adamw_",
+                                     "aten::_fused_sgd_",  "aten::_fused_adam",
+                                     "aten::_fused_adamw", "aten::_fused_sgd"};
+  for (const char* op : kOps) {
+    if (schema.name() == op) return true;
+  }
+  return false;
+}
+
 ElementType scalar_element_type(const c10::Scalar& s, bool any_f64) {
   if (s.isBoolean()) return ElementType::kPred;
   if (s.isIntegral(false)) return ElementType::kS64;
@@ -252,6 +264,17 @@ void Scanner::scan(const c10::FunctionSchema& schema, const torch::jit::Stack& s
     } else if (v.isNone()) {
       d.kind = ArgDesc::Kind::kNone;
       put(s_.key, 'n');
+    } else if (v.isDouble() && is_runtime_float(schema, args[i])) {
+      d.kind = ArgDesc::Kind::kScalar;
+      d.param = static_cast<int>(s_.params.size());
+      Param p;
+      p.kind = Param::Kind::kScalar;
+      p.scalar = v.toScalar();
+      p.dtype = scalar_element_type(p.scalar, s_.any_f64);
+      d.dtype = lowering::to_scalar_type(p.dtype);
+      put(s_.key, 'r');
+      put(s_.key, static_cast<int64_t>(p.dtype));
+      s_.params.push_back(std::move(p));
     } else if (is_scalar_type(args[i].type()) && v.isScalar()) {
       c10::Scalar sc = v.toScalar();
       ElementType et = scalar_element_type(sc, s_.any_f64);

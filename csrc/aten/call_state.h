@@ -72,6 +72,10 @@ class PooledCallState {
 std::string device_str(int index);
 bool is_scalar_type(const c10::TypePtr& t);     // Scalar or Scalar?
 bool is_generator_type(const c10::TypePtr& t);  // Generator or Generator?
+// A `float` (not Scalar) argument whose value changes from call to call in real workloads (the
+// learning rate of the fused optimizers, which a scheduler moves every step): it travels as a
+// runtime scalar like a Scalar, and its lowering reads it as a Value.
+bool is_runtime_float(const c10::FunctionSchema& schema, const c10::Argument& arg);
 // The dtype a Python scalar travels in: i1, i64, or f32 (f64 when f64 data is involved).
 shlo::ElementType scalar_element_type(const c10::Scalar& s, bool any_f64);
 bool same_scalar(const c10::Scalar& a, const c10::Scalar& b);

@@ -109,7 +109,8 @@ std::vector<std::string> describe_args(const c10::FunctionSchema& schema,
       os << "[";
       for (const at::Tensor& t : v.toTensorVector()) os << describe_tensor(t) << ", ";
       os << "]";
-    } else if (is_scalar_type(args[i].type()) && v.isScalar()) {
+    } else if ((is_scalar_type(args[i].type()) && v.isScalar()) ||
+               (v.isDouble() && is_runtime_float(schema, args[i]))) {
       os << "Scalar(" << v.toScalar().type() << ")";
     } else {
       os << v;

@@ -14,9 +14,11 @@ ElementType opmath(ElementType t) {
   return t == ElementType::kF64 ? ElementType::kF64 : ElementType::kF32;
 }
 
-// A 0-d operand in `acc` from a Tensor argument (runtime) or a float attribute.
+// A 0-d operand in `acc` from a Tensor argument or a runtime float (eager `lr`: see
+// aten/call_state.h's is_runtime_float), or a float attribute (a compiled graph's constant).
 Value scalar_of(LoweringContext& ctx, size_t i, ElementType acc) {
   const LArg& a = ctx.arg(i);
+  if (a.kind == LArg::Kind::kScalar) return ctx.b.convert(a.value, acc);
   if (a.kind == LArg::Kind::kTensor) {
     Value v = ctx.tensor(i);
     TORCH_CHECK(v.type.numel() == 1, "torchtpu: ", ctx.schema().name(), ": ",

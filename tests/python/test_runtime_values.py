@@ -140,3 +140,31 @@ def test_compiled_graph_writes_into_views_at_other_offsets():
     assert_close(ct.cpu(), cache)
     for p, s in enumerate(sums, start=1):
         assert_close(s, cache[:, p].sum())
+
+
+def test_fused_optimizer_learning_rate_schedule_compiles_once():
+    # A scheduler moves the fused optimizers' float `lr` every step: a runtime value.
+    for make in (
+        lambda ps: torch.optim.Adam(ps, lr=1e-2, fused=True),
+        lambda ps: torch.optim.AdamW(ps, lr=1e-2, weight_decay=0.1, fused=True),
+        lambda ps: torch.optim.SGD(ps, lr=1e-2, momentum=0.9, fused=True),
+    ):
+        init = [torch.randn(5, 3), torch.randn(7)]
+        grads = [[torch.randn_like(p) for p in init] for _ in range(6)]
+        ref = [torch.nn.Parameter(p.clone()) for p in init]
+        dev = [torch.nn.Parameter(p.clone().to("tpu")) for p in init]
+        opts = [make(ref), make(dev)]
+        scheds = [torch.optim.lr_scheduler.StepLR(o, 1, gamma=0.7) for o in opts]
+        counts = []
+        for step in range(6):
+            for params, on_tpu in ((ref, False), (dev, True)):
+                for p, g in zip(params, grads[step]):
+                    p.grad = g.to("tpu") if on_tpu else g.clone()
+            for o, s in zip(opts, scheds):
+                o.step()
+                s.step()
+            torch.tpu.synchronize()
+            counts.append(compiled())
+        assert counts[-1] == counts[1], counts  # step 0 and 1 may compile (state creation)
+        for r, d in zip(ref, dev):
+            assert_close(d.detach().cpu(), r.detach(), rtol=1e-5, atol=1e-6)
