@@ -100,8 +100,21 @@ struct Sampler {
   Value clip(Value in, int64_t k) {
     return b.min(b.max(in, full(0)), full(static_cast<double>(size_of(k) - 1)));
   }
-  // compute_coordinates (padding mode) with the coordinate's gradient multiplier.
+  // Within int32 (false for NaN and +-inf): the CPU kernels turn coordinates into int32
+  // indices, and only coordinates in range can land in bounds.
+  Value int_range(Value x) {
+    return and_(b.compare(x, full(-2147483648.0), CompareDirection::kGE),
+                b.compare(x, full(2147483646.0), CompareDirection::kLE));
+  }
+  // compute_coordinates: the padding mode, then (the scalar reference's
+  // safe_downgrade_to_int_range) -100 for a coordinate outside int range or not finite, so it
+  // samples nothing, with the coordinate's gradient multiplier.
   std::pair<Value, Value> coordinates(Value in, int64_t k) {
+    auto r = padded_coordinates(in, k);
+    if (scalar_ref()) r.first = b.select(int_range(r.first), r.first, full(-100));
+    return r;
+  }
+  std::pair<Value, Value> padded_coordinates(Value in, int64_t k) {
     int64_t size = size_of(k);
     double maxv = static_cast<double>(size - 1);
     if (padding == 0) return {in, full(1)};
@@ -293,8 +306,9 @@ struct Sampler {
         std::vector<Value> idx;
         std::optional<Value> mask;
         for (int64_t k = 0; k < nd; ++k) {
-          idx.push_back(to_int(b.unary("stablehlo.round_nearest_even", x[k])));
-          Value m = in_bounds(idx.back(), k);
+          Value r = b.unary("stablehlo.round_nearest_even", x[k]);
+          idx.push_back(to_int(r));
+          Value m = and_(in_bounds(idx.back(), k), int_range(r));
           mask = mask ? and_(*mask, m) : m;
         }
         if (!gout) {
@@ -332,7 +346,7 @@ struct Sampler {
           for (int64_t k = 0; k < nd; ++k) {
             bool hi = hi_bit(corner, k);
             idx.push_back(hi ? b.add(i0[k], fulli(1)) : i0[k]);
-            Value m = in_bounds(idx.back(), k);
+            Value m = and_(in_bounds(idx.back(), k), int_range(x[k]));
             mask = mask ? and_(*mask, m) : m;
           }
           for (int64_t kk = 0; kk < nd; ++kk) {

@@ -120,9 +120,14 @@ std::vector<Value> batch_norm(LoweringContext& ctx, const BatchNormArgs& a, bool
     mean = b.convert(ctx.tensor(a.running_mean), acc);
     invstd = rsqrt_eps(b, b.convert(ctx.tensor(a.running_var), acc), a.eps);
   }
-  Value y = b.mul(b.sub(x, back(b, mean, x.shape(), dims)), back(b, invstd, x.shape(), dims));
-  if (auto w = channel(ctx, a.weight, acc, x.shape(), 1)) y = b.mul(y, *w);
-  if (auto bias = channel(ctx, a.bias, acc, x.shape(), 1)) y = b.add(y, *bias);
+  // y = x * alpha + beta with alpha = invstd * weight and beta = bias - mean * alpha per
+  // channel, as the CPU kernels transform the input: the same NaNs come out (a zero variance
+  // with eps = 0 makes alpha inf and beta NaN for every element of the channel).
+  Value alpha = invstd;
+  if (!ctx.is_none(a.weight)) alpha = b.mul(alpha, b.convert(ctx.tensor(a.weight), acc));
+  Value beta = b.neg(b.mul(mean, alpha));
+  if (!ctx.is_none(a.bias)) beta = b.sub(b.convert(ctx.tensor(a.bias), acc), b.mul(mean, alpha));
+  Value y = b.add(b.mul(x, back(b, alpha, x.shape(), dims)), back(b, beta, x.shape(), dims));
   std::vector<Value> out{coerce(b, y, ctx.out_type(0)), coerce(b, mean, ctx.out_type(1)),
                          coerce(b, invstd, ctx.out_type(2))};
   for (size_t i = 0; i < r.size(); ++i) {
@@ -212,10 +217,13 @@ std::vector<Value> lower_batch_norm_backward(LoweringContext& ctx) {
     mean = b.convert(ctx.tensor(3), acc);
     invstd = rsqrt_eps(b, b.convert(ctx.tensor(4), acc), eps);
   }
+  // In the CPU kernel's order: dotp = sum(g * (x - mean)) first, then scaled by invstd (a
+  // zero variance with eps = 0 gives inf, not the NaN of summing +-inf terms).
   const std::vector<int64_t>& shape = x.shape();
-  Value xhat = b.mul(b.sub(x, back(b, mean, shape, dims)), back(b, invstd, shape, dims));
+  Value d = b.sub(x, back(b, mean, shape, dims));
   Value sum_g = sum(b, g, dims);
-  Value sum_gx = sum(b, b.mul(g, xhat), dims);
+  Value dotp = sum(b, b.mul(g, d), dims);
+  Value sum_gx = b.mul(dotp, invstd);
   std::vector<std::optional<Value>> r(3);
   if (mask.get(0)) {
     Value scale = invstd;
@@ -224,8 +232,8 @@ std::vector<Value> lower_batch_norm_backward(LoweringContext& ctx) {
     if (train) {
       double n = static_cast<double>(count(x, dims));
       Value mg = b.div(sum_g, scalar_like(b, n, sum_g));
-      Value mgx = b.div(sum_gx, scalar_like(b, n, sum_gx));
-      gi = b.sub(b.sub(g, back(b, mg, shape, dims)), b.mul(xhat, back(b, mgx, shape, dims)));
+      Value k = b.div(b.mul(b.mul(dotp, invstd), invstd), scalar_like(b, n, dotp));
+      gi = b.sub(b.sub(g, back(b, mg, shape, dims)), b.mul(d, back(b, k, shape, dims)));
     }
     r[0] = b.mul(gi, back(b, scale, shape, dims));
   }

@@ -103,3 +103,88 @@ def test_bessel_i_at_infinity(name, dtype):
     before = _fallbacks()
     _close(fn(x.to("tpu")), fn(x))
     assert _fallbacks() == before
+
+
+def _grid_nonfinite(shape):
+    torch.manual_seed(1)
+    g = torch.rand(shape) * 2.4 - 1.2
+    flat = g.view(-1)
+    flat[0], flat[3], flat[6], flat[-1] = NAN, INF, -INF, 1e30
+    return g
+
+
+@pytest.mark.parametrize("align", [False, True])
+@pytest.mark.parametrize("mode", ["bilinear", "nearest", "bicubic"])
+def test_grid_sample_2d_nonfinite_grid(mode, align):
+    # zeros padding: a non-finite or huge coordinate samples nothing (the CPU kernels check
+    # bounds on the coordinate). border/reflection with NaN crash torch 2.13's CPU kernel.
+    x, grid = torch.randn(1, 2, 5, 6), _grid_nonfinite((1, 3, 4, 2))
+    before = _fallbacks()
+    xc, gc = x.clone().requires_grad_(), grid.clone().requires_grad_()
+    xt, gt = x.to("tpu").requires_grad_(), grid.to("tpu").requires_grad_()
+    fn = lambda a, g: F.grid_sample(a, g, mode=mode, align_corners=align)  # noqa: E731
+    yc, yt = fn(xc, gc), fn(xt, gt)
+    _close(yt, yc.detach())
+    w = torch.randn(yc.shape)
+    yc.backward(w)
+    yt.backward(w.to("tpu"))
+    _close(xt.grad, xc.grad)
+    _close(gt.grad, gc.grad)
+    assert _fallbacks() == before
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+def test_grid_sample_3d_nonfinite_grid(mode):
+    # The 3-d kernel maps a coordinate outside int range (or not finite) to -100.
+    x, grid = torch.randn(1, 2, 3, 4, 5), _grid_nonfinite((1, 2, 3, 2, 3))
+    xc, gc = x.clone().requires_grad_(), grid.clone().requires_grad_()
+    xt, gt = x.to("tpu").requires_grad_(), grid.to("tpu").requires_grad_()
+    fn = lambda a, g: F.grid_sample(a, g, mode=mode, align_corners=False)  # noqa: E731
+    yc, yt = fn(xc, gc), fn(xt, gt)
+    _close(yt, yc.detach())
+    yc.sum().backward()
+    yt.sum().backward()
+    _close(xt.grad, xc.grad)
+    _close(gt.grad, gc.grad)
+
+
+def _batch_norm_both(x, training, mean, var, weight, bias, eps=1e-5):
+    out = []
+    for dev in ("cpu", "tpu"):
+        args = [None if t is None else t.clone().to(dev) for t in (mean, var, weight, bias)]
+        xx = x.clone().to(dev).requires_grad_()
+        for t in args[2:]:
+            if t is not None:
+                t.requires_grad_()
+        y = F.batch_norm(xx, args[0], args[1], args[2], args[3], training=training, eps=eps)
+        y.backward(torch.ones_like(y))
+        out.append([y.detach(), xx.grad] + [t.grad for t in args[2:] if t is not None] +
+                   [t for t in args[:2] if t is not None])
+    return out
+
+
+@pytest.mark.parametrize("case", ["nan_input_train", "inf_input_train", "nan_input_eval",
+                                  "zero_var_eval", "nan_weight", "nan_running_stats"])
+def test_batch_norm_nonfinite(case):
+    torch.manual_seed(2)
+    x = torch.randn(4, 3, 5)
+    mean, var = torch.randn(3), torch.rand(3) + 0.5
+    weight, bias = torch.randn(3), torch.randn(3)
+    training, eps = True, 1e-5
+    if case == "nan_input_train":
+        x[0, 1, 2] = NAN
+    elif case == "inf_input_train":
+        x[2, 0, 1] = INF
+    elif case == "nan_input_eval":
+        x[0, 1, 2], training = NAN, False
+    elif case == "zero_var_eval":
+        # invstd = inf: the CPU's x * alpha + beta makes beta = bias - mean * inf, NaN where
+        # the mean is 0: every element of that channel is NaN.
+        mean[1], var[:], eps, training = 0.0, 0.0, 0.0, False
+    elif case == "nan_weight":
+        weight[2] = NAN
+    else:
+        mean[0], var[2], training = INF, NAN, False
+    cpu, tpu = _batch_norm_both(x, training, mean, var, weight, bias, eps)
+    for c, t in zip(cpu, tpu):
+        _close(t, c)
