@@ -22,5 +22,8 @@ command -v "$py" >/dev/null || py=python3
 # Hugging Face libraries for the model acceptance tests and benchmarks (tiny configs, random weights).
 # Accelerate >= 1.16 finds the device through torch.accelerator, so Trainer runs on tpu unchanged.
 .venv/bin/pip install -q "transformers==5.24.0" "diffusers==0.42.1" "accelerate==1.16.0"
+# JAX (optional: torchtpu.jax_op; its tests skip without it). The newest for Python 3.11 is 0.10.2,
+# which installs beside torch 2.13; a failure here must not fail the setup.
+.venv/bin/pip install -q "jax==0.10.2" || echo "setup_env: JAX not installed; torchtpu.jax_op is unavailable"
 bash scripts/build.sh
 .venv/bin/pip install -q --no-build-isolation --no-deps -e . >/dev/null

@@ -20,7 +20,8 @@ from . import _C  # noqa: E402
 from ._plugin import find_plugin
 from .metrics import metrics, metrics_report, reset_metrics
 
-__all__ = ["metrics", "metrics_report", "reset_metrics", "is_available", "device_count"]
+__all__ = ["metrics", "metrics_report", "reset_metrics", "is_available", "device_count",
+           "stablehlo_op", "jax_op"]
 __version__ = "0.1.0"
 
 
@@ -58,6 +59,17 @@ from . import _inductor_route  # noqa: E402
 _inductor_route.install()
 
 from .device import device_count, is_available  # noqa: E402
+from .kernels import jax_op, stablehlo_op  # noqa: E402
+
+
+class _Pallas:
+    """torch.tpu.pallas: TorchTPU's name for JAX/Pallas kernels as tpu ops (torchtpu.jax_op)."""
+
+    jax_op = staticmethod(jax_op)
+
+
+if not hasattr(torch.tpu, "pallas"):
+    torch.tpu.pallas = _Pallas()
 
 
 # Keeps the tensors of the exit-time backward below alive past it, so a worker thread never drops

@@ -409,6 +409,12 @@ tpu_backend = _TpuAotAutograd(
 )
 
 
+def register_decomposition(op, fn) -> None:
+    """Traces `op` as `fn` in the graphs AOTAutograd makes for backend="tpu" (torchtpu.jax_op's
+    ops become torchtpu::stablehlo_call, which the lowering table inlines)."""
+    tpu_backend.kwargs["decompositions"][op] = fn
+
+
 def register() -> None:
     from torch._dynamo.backends.registry import _BACKENDS, register_backend
 

@@ -88,6 +88,14 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_reset_metrics", &runtime::reset_metrics);
   m.def("_kineto_profiler_registered", &profiler::kineto_profiler_registered);
+  // The plugin's PJRT_Plugin_Attributes (e.g. the StableHLO versions it reads).
+  m.def("_plugin_attributes", [] {
+    py::dict d;
+    for (const auto& [k, v] : runtime::get().client().plugin()->attributes()) {
+      d[py::str(k)] = std::visit([](const auto& x) { return py::cast(x); }, v);
+    }
+    return d;
+  });
 
   m.def("_memory_allocated", &device::memory_allocated);
   m.def("_max_memory_allocated", &device::max_memory_allocated);

@@ -3,8 +3,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <sstream>
 #include <stdexcept>
+
+#include "stablehlo/user_module.h"
 
 namespace torchtpu::shlo {
 namespace {
@@ -465,7 +468,21 @@ void FunctionBuilder::emit_return(const std::vector<Value>& values, const char* 
        ") -> ()");
 }
 
-ModuleBuilder::ModuleBuilder() : counter_(std::make_shared<int>(0)), main_(counter_, 4) {}
+namespace {
+// Functions the module being built on this thread defines besides @main (user modules that
+// @main calls, lowering/stablehlo_call.cpp), by key. Building a module is sequential on its
+// thread, from the ModuleBuilder's construction to its str(); the set lives here rather than
+// in ModuleBuilder so a lowering, which sees only its FunctionBuilder, can add to it.
+thread_local std::map<std::string, std::string> module_functions;
+}  // namespace
+
+void add_module_functions(const std::string& key, const std::string& text) {
+  module_functions.emplace(key, text);
+}
+
+ModuleBuilder::ModuleBuilder() : counter_(std::make_shared<int>(0)), main_(counter_, 4) {
+  module_functions.clear();
+}
 
 void ModuleBuilder::finish(const std::vector<Value>& results) {
   if (finished_) throw std::logic_error("ModuleBuilder::finish called twice");
@@ -478,7 +495,9 @@ std::string ModuleBuilder::str() const {
   std::string s = "module @torchtpu {\n  func.func public @main(" + main_.arg_list() + ") -> (" +
                   type_str_list(result_types_) + ") {\n";
   s += main_.body();
-  s += "  }\n}\n";
+  s += "  }\n";
+  for (const auto& [key, text] : module_functions) s += text;
+  s += "}\n";
   return s;
 }
 

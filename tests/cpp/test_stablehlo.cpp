@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "stablehlo/builder.h"
+#include "stablehlo/user_module.h"
 
 using namespace torchtpu::shlo;
 
@@ -170,4 +171,63 @@ TEST(ModuleBuilderTest, WhileLoopRejectsMistypedRegions) {
                             }),
                std::invalid_argument);
   EXPECT_EQ(f.while_loop({x}, yes, same).at(0).type.str(), "tensor<3xf32>");
+}
+
+// A module as JAX exports it: attributes, locations with #loc aliases, result attributes, a
+// private helper; the parser keeps the functions, renames them, and reads the entry signature.
+TEST(UserModuleTest, ParsesAndRenamesAnExportedModule) {
+  const char* text = R"(#loc1 = loc("x")
+module @jit_f attributes {mhlo.num_partitions = 1 : i32} {
+  func.func public @main(%arg0: tensor<4xf32> loc("x"), %arg1: tensor<2x3xbf16>) -> (tensor<4xf32> {jax.result_info = "result[0]"}, tensor<i1>) {
+    %0 = call @helper(%arg0) : (tensor<4xf32>) -> tensor<4xf32> loc(#loc1)
+    %c = stablehlo.constant dense<true> : tensor<i1>
+    return %0, %c : tensor<4xf32>, tensor<i1>
+  } loc(#loc)
+  func.func private @helper(%arg0: tensor<4xf32>) -> tensor<4xf32> {
+    %0 = stablehlo.sine %arg0 : tensor<4xf32>
+    return %0 : tensor<4xf32>
+  }
+}
+#loc = loc(unknown)
+)";
+  UserModule m = parse_user_module(text, "user_1");
+  ASSERT_EQ(m.arg_types.size(), 2u);
+  EXPECT_EQ(m.arg_types[0].str(), "tensor<4xf32>");
+  EXPECT_EQ(m.arg_types[1].str(), "tensor<2x3xbf16>");
+  ASSERT_EQ(m.result_types.size(), 2u);
+  EXPECT_EQ(m.result_types[1].str(), "tensor<i1>");
+  EXPECT_EQ(m.entry, "user_1_main");
+  EXPECT_NE(m.functions.find("func.func private @user_1_main("), std::string::npos);
+  EXPECT_NE(m.functions.find("call @user_1_helper(%arg0)"), std::string::npos);
+  EXPECT_EQ(m.functions.find("loc("), std::string::npos);
+  EXPECT_EQ(m.functions.find("public"), std::string::npos);
+  EXPECT_NE(m.functions.find("\"result[0]\""), std::string::npos);
+}
+
+TEST(UserModuleTest, RejectsWhatTorchCannotPass) {
+  EXPECT_THROW(parse_user_module("module {}", "p"), std::invalid_argument);
+  EXPECT_THROW(parse_user_module("func.func @main(%a: tensor<?xf32>) -> tensor<?xf32> { "
+                                 "return %a : tensor<?xf32> }",
+                                 "p"),
+               std::invalid_argument);
+  EXPECT_THROW(parse_tensor_type("tensor<4xf8E4M3FN>"), std::invalid_argument);
+  EXPECT_EQ(parse_tensor_type("tensor<2x2xcomplex<f32>>").str(), "tensor<2x2xcomplex<f32>>");
+}
+
+// A module calling a user's function keeps one copy of it, after @main.
+TEST(ModuleBuilderTest, ModuleFunctionsFollowMainOnce) {
+  ModuleBuilder mb;
+  auto& f = mb.main();
+  Value x = f.add_argument(TensorType(ElementType::kF32, {2}));
+  const std::string fn =
+      "  func.func private @u_main(%arg0: tensor<2xf32>) -> tensor<2xf32> {\n"
+      "    return %arg0 : tensor<2xf32>\n  }\n";
+  add_module_functions("u_main", fn);
+  add_module_functions("u_main", fn);
+  Value y = f.op_multi("func.call", {x}, {x.type}, "callee = @u_main").at(0);
+  mb.finish({y});
+  std::string s = mb.str();
+  EXPECT_NE(s.find("\"func.call\"(%v0) {callee = @u_main}"), std::string::npos);
+  EXPECT_EQ(s.find("@u_main(%arg0"), s.rfind("@u_main(%arg0"));
+  EXPECT_LT(s.find("func.func public @main"), s.find("func.func private @u_main"));
 }
