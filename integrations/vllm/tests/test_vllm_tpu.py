@@ -1,0 +1,158 @@
+"""vLLM's own LLM engine on tpu through the torchtpu_vllm plugin, checked against Transformers
+on the CPU: every greedy token vLLM produces must be the CPU model's argmax given the same
+prefix (teacher forcing), for a batch of prompts of different lengths, with prefix caching and
+chunked prefill on, sequences that outgrow their first KV block, and enforce_eager=True.
+
+Run with .venv-vllm (scripts/test_vllm.sh): vLLM pins transformers<5.20.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+os.environ.setdefault("TORCHTPU_VLLM_KV_CACHE_BYTES", str(4 << 20))
+
+BLOCK = 16
+MAX_BATCHED_TOKENS = 32  # smaller than the longest prompt: its prefill is chunked
+# Near-ties between the two largest logits may order differently on another backend; a token
+# counts as the argmax when its CPU logit is within this of the CPU maximum.
+TIE_TOLERANCE = 1e-4
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    from torchtpu_vllm.tiny_model import make_tiny_llama
+
+    # head_dim 16 (vLLM's CPU attention rejects it; ours takes any) and GQA: 4 query heads
+    # over 2 kv heads.
+    return make_tiny_llama(str(tmp_path_factory.mktemp("tiny_llama")), head_dim=16)
+
+
+@pytest.fixture(scope="module")
+def llm(model_dir):
+    from vllm import LLM
+
+    engine = LLM(
+        model=model_dir,
+        dtype="float32",
+        max_model_len=256,
+        max_num_seqs=4,
+        max_num_batched_tokens=MAX_BATCHED_TOKENS,
+        block_size=BLOCK,
+        enable_prefix_caching=True,
+        enable_chunked_prefill=True,
+        enforce_eager=True,
+        seed=0,
+    )
+    yield engine
+    del engine
+
+
+@pytest.fixture(scope="module")
+def cpu_model(model_dir):
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+
+
+def _prompts(lengths, seed):
+    g = torch.Generator().manual_seed(seed)
+    # ids 6.. skip the special tokens (eos would not stop: ignore_eos, but keep prompts plain)
+    return [torch.randint(6, 380, (n,), generator=g).tolist() for n in lengths]
+
+
+def _generate(llm, prompts, max_tokens):
+    from vllm import SamplingParams, TokensPrompt
+
+    params = SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True)
+    outs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params)
+    return outs
+
+
+def _check_teacher_forced(cpu_model, prompt, generated):
+    ids = torch.tensor([prompt + list(generated[:-1])])
+    with torch.no_grad():
+        logits = cpu_model(ids).logits[0, len(prompt) - 1 :]
+    assert logits.shape[0] == len(generated)
+    exact = 0
+    for step, token in enumerate(generated):
+        row = logits[step]
+        best = int(row.argmax())
+        if best == token:
+            exact += 1
+            continue
+        gap = float(row[best] - row[token])
+        assert gap <= TIE_TOLERANCE, (
+            f"step {step}: vLLM on tpu chose {token}, CPU argmax is {best} "
+            f"(logit gap {gap:.3g}); prompt length {len(prompt)}"
+        )
+    return exact
+
+
+def test_current_platform_is_the_tpu_plugin(llm):
+    from vllm.platforms import current_platform
+
+    from torchtpu_vllm.platform import TpuPlatform
+
+    assert isinstance(current_platform, TpuPlatform)
+    assert current_platform.device_type == "tpu"
+    assert current_platform.dispatch_key == "PrivateUse1"
+    assert llm.llm_engine.vllm_config.device_config.device.type == "tpu"
+    assert llm.llm_engine.vllm_config.parallel_config.worker_cls == (
+        "torchtpu_vllm.worker.TpuWorker"
+    )
+
+
+def test_batched_greedy_matches_cpu_teacher_forced(llm, cpu_model):
+    # 3 and 9: short prefills; 20: more than a block; 45: prefill chunked over two steps
+    # (32-token budget). With 20 new tokens every sequence outgrows its first KV block.
+    prompts = _prompts([3, 9, 20, 45], seed=1)
+    outs = _generate(llm, prompts, max_tokens=20)
+    exact = total = 0
+    for prompt, out in zip(prompts, outs):
+        generated = list(out.outputs[0].token_ids)
+        assert len(generated) == 20
+        exact += _check_teacher_forced(cpu_model, prompt, generated)
+        total += len(generated)
+    assert exact >= total - 2, f"only {exact}/{total} tokens were the exact CPU argmax"
+
+
+def test_prefix_cache_hit_gives_the_same_tokens(llm, cpu_model):
+    base = _prompts([40], seed=2)[0]
+    first = _generate(llm, [base], max_tokens=6)[0]
+    # Same 40-token prefix (two full blocks cached) with a different tail.
+    extended = base + _prompts([5], seed=3)[0]
+    again = _generate(llm, [base, extended], max_tokens=6)
+    assert list(again[0].outputs[0].token_ids) == list(first.outputs[0].token_ids)
+    assert again[0].num_cached_tokens >= 2 * BLOCK
+    assert again[1].num_cached_tokens >= 2 * BLOCK
+    for prompt, out in zip([base, extended], again):
+        _check_teacher_forced(cpu_model, prompt, list(out.outputs[0].token_ids))
+
+
+def test_mixed_prefill_and_decode_batch(llm, cpu_model):
+    """A long request is admitted while others are decoding, so one step holds decodes and a
+    (chunked) prefill together; every request still matches the CPU."""
+    from vllm import SamplingParams, TokensPrompt
+
+    engine = llm.llm_engine
+    prompts = _prompts([5, 7, 60], seed=4)
+    params = SamplingParams(temperature=0.0, max_tokens=12, ignore_eos=True)
+    engine.add_request("a", TokensPrompt(prompt_token_ids=prompts[0]), params)
+    engine.add_request("b", TokensPrompt(prompt_token_ids=prompts[1]), params)
+    finished = {}
+    steps = 0
+    while engine.has_unfinished_requests():
+        if steps == 2:
+            engine.add_request("c", TokensPrompt(prompt_token_ids=prompts[2]), params)
+        for out in engine.step():
+            if out.finished:
+                finished[out.request_id] = list(out.outputs[0].token_ids)
+        steps += 1
+        assert steps < 200
+    for name, prompt in zip("abc", prompts):
+        assert len(finished[name]) == 12
+        _check_teacher_forced(cpu_model, prompt, finished[name])

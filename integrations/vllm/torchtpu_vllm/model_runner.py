@@ -1,0 +1,81 @@
+"""TpuModelRunner: vLLM's own GPU model runner, with its torch.cuda stream/event calls mapped to
+torch.tpu (the same approach as vLLM's XPU runner). Input preparation, the model, the paged
+attention backend and the sampler all run on the tpu device."""
+
+from __future__ import annotations
+
+import dataclasses
+from functools import partial
+
+import torch
+from vllm.config import VllmConfig
+from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+
+
+def map_cuda_streams_and_events_to_tpu() -> None:
+    """The GPU runner creates torch.cuda streams and events; on tpu they are torch.tpu's
+    (every stream of a device is PJRT's one ordered queue, so they add no concurrency).
+    Each callable is its own functools.partial: Dynamo refuses two registrations of one
+    function object, which aliasing torch.cuda.x to torch.tpu.x would be."""
+    torch.cuda.Stream = torch.tpu.Stream
+    torch.cuda.Event = _tpu_event
+    torch.cuda.current_stream = partial(torch.tpu.current_stream)
+    torch.cuda.default_stream = partial(torch.tpu.default_stream)
+    torch.cuda.stream = partial(torch.tpu.stream)
+    torch.cuda.set_stream = partial(torch.tpu.set_stream)
+
+
+def _tpu_event(*args, blocking=None, interprocess=None, **kwargs):
+    # torch.cuda.Event's `blocking`/`interprocess` have no meaning for PJRT events.
+    return torch.tpu.Event(*args, **kwargs)
+
+
+MIN_TOKEN_BUCKET = 8
+
+
+def token_buckets(max_num_tokens: int) -> list[int]:
+    """The padded batch sizes (in tokens) the model runs at: powers of two from
+    MIN_TOKEN_BUCKET, and max_num_tokens itself. Each is one XLA program per op (eager) or per
+    graph (compiled), so a stream of requests of any size reuses a handful of programs."""
+    sizes = []
+    b = MIN_TOKEN_BUCKET
+    while b < max_num_tokens:
+        sizes.append(b)
+        b *= 2
+    sizes.append(max_num_tokens)
+    return sizes
+
+
+def padded_token_count(num_tokens: int, max_num_tokens: int) -> int:
+    for size in token_buckets(max_num_tokens):
+        if size >= num_tokens:
+            return size
+    return num_tokens
+
+
+class TpuModelRunner(GPUModelRunner):
+    def __init__(self, vllm_config: VllmConfig, device: torch.device):
+        map_cuda_streams_and_events_to_tpu()
+        super().__init__(vllm_config, device)
+
+    def tpu_warmup_sizes(self) -> list[int]:
+        return token_buckets(self.max_num_tokens)
+
+    def _determine_batch_execution_and_padding(self, num_tokens, num_reqs, *args, **kwargs):
+        # CUDA runners pad a batch to a captured CUDA-graph size; here every batch is padded
+        # to a token bucket, so XLA compiles one program per bucket instead of per size.
+        mode, desc, ubatch, across_dp, stats = super()._determine_batch_execution_and_padding(
+            num_tokens, num_reqs, *args, **kwargs
+        )
+        padded = padded_token_count(desc.num_tokens, self.max_num_tokens)
+        if padded != desc.num_tokens and across_dp is None:
+            desc = dataclasses.replace(desc, num_tokens=padded)
+        return mode, desc, ubatch, across_dp, stats
+
+    def _sync_device(self) -> None:
+        torch.tpu.synchronize(self.device)
+
+    def _to_list(self, sampled_token_ids: torch.Tensor) -> list[list[int]]:
+        # The GPU runner copies into pinned memory and waits on a CUDA event; a tpu->host copy
+        # already waits for the producing execution.
+        return sampled_token_ids.tolist()

@@ -1,0 +1,204 @@
+"""TpuPlatform: tells vLLM how to use torchtpu's `tpu` device (PyTorch's PrivateUse1 key)."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+import torch
+import torchtpu  # noqa: F401  (registers the tpu device and torch.tpu)
+from vllm.logger import init_logger
+from vllm.platforms.interface import DeviceCapability, Platform, PlatformEnum
+
+if TYPE_CHECKING:
+    from vllm.config import VllmConfig
+    from vllm.v1.attention.backends.registry import AttentionBackendEnum
+    from vllm.v1.attention.selector import AttentionSelectorConfig
+
+logger = init_logger(__name__)
+
+# KV-cache budget when neither --kv-cache-memory-bytes nor torch.tpu memory figures give one.
+DEFAULT_KV_CACHE_BYTES = 256 << 20
+
+
+def kv_cache_budget_bytes(total_memory: int | None, utilization: float, used: int) -> int:
+    """TORCHTPU_VLLM_KV_CACHE_BYTES wins; else utilization * device memory minus what is in use
+    (weights), when the device reports its memory; else DEFAULT_KV_CACHE_BYTES."""
+    env = os.environ.get("TORCHTPU_VLLM_KV_CACHE_BYTES")
+    if env:
+        try:
+            value = int(env)
+        except ValueError:
+            raise ValueError(
+                f"TORCHTPU_VLLM_KV_CACHE_BYTES must be an integer number of bytes, got {env!r}"
+            ) from None
+        if value <= 0:
+            raise ValueError(f"TORCHTPU_VLLM_KV_CACHE_BYTES must be positive, got {value}")
+        return value
+    if total_memory:
+        budget = int(total_memory * utilization) - used
+        if budget <= 0:
+            raise ValueError(
+                f"no tpu memory left for the KV cache: {total_memory} bytes * "
+                f"gpu_memory_utilization {utilization} - {used} bytes in use <= 0"
+            )
+        return budget
+    return DEFAULT_KV_CACHE_BYTES
+
+
+def device_total_memory(index: int) -> int | None:
+    """The device's memory in bytes when torch.tpu reports it (PJRT memory stats), else None.
+    The XLA CPU plugin reports none: then a configured budget sizes the KV cache."""
+    tpu = torch.tpu
+    for name in ("mem_get_info",):
+        fn = getattr(tpu, name, None)
+        if fn is not None:
+            try:
+                return int(fn(index)[1])
+            except Exception:
+                pass
+    props = getattr(tpu, "get_device_properties", None)
+    if props is not None:
+        try:
+            total = getattr(props(index), "total_memory", None)
+            if total:
+                return int(total)
+        except Exception:
+            pass
+    return None
+
+
+class TpuPlatform(Platform):
+    _enum = PlatformEnum.OOT
+    device_name: str = "tpu"
+    device_type: str = "tpu"
+    dispatch_key: str = "PrivateUse1"
+    ray_device_key: str = ""
+    # gloo on host tensors for now; a tpu c10d backend replaces it once torchtpu has one.
+    dist_backend: str = "gloo"
+    simple_compile_backend: str = "tpu"
+    device_control_env_var: str = "TORCHTPU_VISIBLE_DEVICES"
+
+    @property
+    def supported_dtypes(self) -> list[torch.dtype]:
+        return [torch.bfloat16, torch.float32, torch.float16]
+
+    @classmethod
+    def check_if_supports_dtype(cls, dtype: torch.dtype) -> None:
+        if dtype not in (torch.bfloat16, torch.float32, torch.float16):
+            raise ValueError(f"dtype {dtype} is not supported on tpu (use bfloat16 or float32)")
+
+    @classmethod
+    def import_kernels(cls) -> None:
+        # vLLM's C kernels are CUDA/CPU kernels: nothing in them runs on tpu.
+        return
+
+    @classmethod
+    def get_attn_backend_cls(
+        cls,
+        selected_backend: AttentionBackendEnum,
+        attn_selector_config: AttentionSelectorConfig,
+        num_heads: int | None = None,
+    ) -> str:
+        from vllm.v1.attention.backends.registry import AttentionBackendEnum
+
+        if attn_selector_config.use_mla or attn_selector_config.use_sparse:
+            raise NotImplementedError("MLA and sparse attention are not supported on tpu yet")
+        if selected_backend not in (None, AttentionBackendEnum.CUSTOM):
+            logger.info("Attention backend %s is not available on tpu; using TPU_PAGED.",
+                        selected_backend)
+        return AttentionBackendEnum.CUSTOM.get_path()
+
+    @classmethod
+    def get_device_capability(cls, device_id: int = 0) -> DeviceCapability | None:
+        return None
+
+    @classmethod
+    def get_device_name(cls, device_id: int = 0) -> str:
+        return torch.tpu.get_device_name(device_id)
+
+    @classmethod
+    def get_device_total_memory(cls, device_id: int = 0) -> int:
+        total = device_total_memory(device_id)
+        return total if total is not None else DEFAULT_KV_CACHE_BYTES
+
+    @classmethod
+    def device_count(cls) -> int:
+        return torch.tpu.device_count()
+
+    @classmethod
+    def set_device(cls, device: torch.device) -> None:
+        torch.tpu.set_device(device)
+
+    @classmethod
+    def manual_seed_all(cls, seed: int) -> None:
+        torch.tpu.manual_seed_all(seed)
+
+    @classmethod
+    def inference_mode(cls):
+        return torch.no_grad()
+
+    @classmethod
+    def is_pin_memory_available(cls) -> bool:
+        # Host->tpu copies go through PJRT's own staging; pinned host buffers buy nothing.
+        return False
+
+    @classmethod
+    def get_current_memory_usage(cls, device: torch.types.Device | None = None) -> float:
+        return float(torch.tpu.memory_allocated(device))
+
+    @classmethod
+    def opaque_attention_op(cls) -> bool:
+        return True
+
+    @classmethod
+    def support_hybrid_kv_cache(cls) -> bool:
+        return False
+
+    @classmethod
+    def supports_structured_output(cls) -> bool:
+        return True
+
+    @classmethod
+    def register_triton_kernel_overrides(cls) -> None:
+        """vLLM's GPU runner computes slot mappings with a Triton kernel; on tpu the same
+        arithmetic runs as torch ops on the device."""
+        from vllm.triton_utils.dispatcher import register_kernels
+
+        from .kernels import compute_slot_mapping
+
+        register_kernels(
+            {"vllm.v1.worker.block_table.ComputeSlotMappingKernel.kernel": compute_slot_mapping}
+        )
+
+    @classmethod
+    def check_and_update_config(cls, vllm_config: VllmConfig) -> None:
+        from vllm.config import CompilationMode, CUDAGraphMode
+
+        parallel_config = vllm_config.parallel_config
+        if parallel_config.worker_cls == "auto":
+            parallel_config.worker_cls = "torchtpu_vllm.worker.TpuWorker"
+        if parallel_config.enable_dbo:
+            parallel_config.enable_dbo = False
+
+        cache_config = vllm_config.cache_config
+        if not cache_config.user_specified_block_size:
+            cache_config.block_size = 16
+
+        compilation_config = vllm_config.compilation_config
+        # No CUDA graphs: compiled XLA programs play that role (see compilation in the worker).
+        compilation_config.cudagraph_mode = CUDAGraphMode.NONE
+        compilation_config.cudagraph_capture_sizes = []
+        model_config = vllm_config.model_config
+        if model_config is not None and model_config.enforce_eager:
+            compilation_config.mode = CompilationMode.NONE
+        else:
+            compilation_config.mode = CompilationMode.NONE
+        vllm_config.scheduler_config.async_scheduling = False
+
+        # vLLM spawns its engine core; a forked child cannot reuse the parent's PJRT client.
+        os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
+
+    @classmethod
+    def get_supported_vit_attn_backends(cls):
+        return []

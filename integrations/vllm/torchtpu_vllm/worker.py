@@ -1,0 +1,86 @@
+"""TpuWorker: vLLM's GPU worker on a tpu device (one device per local rank)."""
+
+from __future__ import annotations
+
+import time
+from contextlib import AbstractContextManager, nullcontext
+
+import torch
+from vllm.config import CompilationMode
+from vllm.logger import init_logger
+from vllm.platforms import current_platform
+from vllm.utils.torch_utils import set_random_seed
+from vllm.v1.worker.gpu_worker import Worker, init_worker_distributed_environment
+from vllm.v1.worker.worker_base import CompilationTimes
+
+from .model_runner import TpuModelRunner
+from .platform import device_total_memory, kv_cache_budget_bytes
+
+logger = init_logger(__name__)
+
+
+class TpuWorker(Worker):
+    def init_device(self) -> None:
+        count = torch.tpu.device_count()
+        if self.local_rank >= count:
+            raise RuntimeError(
+                f"local rank {self.local_rank} needs tpu:{self.local_rank}, but only "
+                f"{count} tpu devices exist"
+            )
+        self.device = torch.device(f"tpu:{self.local_rank}")
+        torch.tpu.set_device(self.device)
+        current_platform.check_if_supports_dtype(self.model_config.dtype)
+        init_worker_distributed_environment(
+            self.vllm_config,
+            self.rank,
+            self.distributed_init_method,
+            self.local_rank,
+            current_platform.dist_backend,
+        )
+        set_random_seed(self.model_config.seed)
+        self._init_workspace_and_model_runner()
+
+    def _make_model_runner(self) -> TpuModelRunner:
+        if self.use_v2_model_runner:
+            logger.warning_once("vLLM's V2 model runner is not supported on tpu; using V1")
+        return TpuModelRunner(self.vllm_config, self.device)
+
+    def _maybe_get_memory_pool_context(self, tag: str) -> AbstractContextManager:
+        # vLLM's CuMem pools (sleep mode) are CUDA allocations.
+        return nullcontext()
+
+    @torch.no_grad()
+    def determine_available_memory(self) -> int:
+        """KV-cache bytes: --kv-cache-memory-bytes, else TORCHTPU_VLLM_KV_CACHE_BYTES, else
+        gpu_memory_utilization of the device memory torch.tpu reports minus what the weights
+        use. The dummy forward that CUDA workers profile with is skipped: XLA programs
+        allocate their temporaries inside the device's own allocator, which the budget leaves
+        room for."""
+        explicit = self.cache_config.kv_cache_memory_bytes
+        if explicit:
+            return int(explicit)
+        total = device_total_memory(self.device.index or 0)
+        used = int(torch.tpu.memory_allocated(self.device)) if total else 0
+        budget = kv_cache_budget_bytes(total, self.cache_config.gpu_memory_utilization, used)
+        logger.info("KV cache budget on %s: %.1f MiB", self.device, budget / (1 << 20))
+        return budget
+
+    def compile_or_warm_up_model(self) -> CompilationTimes:
+        start = time.perf_counter()
+        runner = self.model_runner
+        if self.compilation_config.mode != CompilationMode.NONE:
+            for size in sorted(runner.tpu_warmup_sizes(), reverse=True):
+                logger.info("Compiling the model for %d tokens", size)
+                runner._dummy_run(size, skip_eplb=True, remove_lora=False)
+        set_random_seed(self.model_config.seed)
+        logger.info("Warm-up took %.2f s", time.perf_counter() - start)
+        return CompilationTimes(
+            language_model=self.compilation_config.compilation_time,
+            encoder=self.compilation_config.encoder_compilation_time,
+        )
+
+    def sleep(self, level: int = 1) -> None:
+        logger.warning("sleep mode is not supported on tpu; ignored")
+
+    def wake_up(self, tags: list[str] | None = None) -> None:
+        logger.warning("sleep mode is not supported on tpu; ignored")
