@@ -8,27 +8,12 @@ Run with .venv-vllm (scripts/test_vllm.sh): vLLM pins transformers<5.20.
 
 from __future__ import annotations
 
-import os
-
 import pytest
 import torch
-
-os.environ.setdefault("TORCHTPU_VLLM_KV_CACHE_BYTES", str(4 << 20))
+from vllm_checks import check_teacher_forced, generate, prompts_of
 
 BLOCK = 16
 MAX_BATCHED_TOKENS = 32  # smaller than the longest prompt: its prefill is chunked
-# Near-ties between the two largest logits may order differently on another backend; a token
-# counts as the argmax when its CPU logit is within this of the CPU maximum.
-TIE_TOLERANCE = 1e-4
-
-
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    from torchtpu_vllm.tiny_model import make_tiny_llama
-
-    # head_dim 16 (vLLM's CPU attention rejects it; ours takes any) and GQA: 4 query heads
-    # over 2 kv heads.
-    return make_tiny_llama(str(tmp_path_factory.mktemp("tiny_llama")), head_dim=16)
 
 
 @pytest.fixture(scope="module")
@@ -51,47 +36,6 @@ def llm(model_dir):
     del engine
 
 
-@pytest.fixture(scope="module")
-def cpu_model(model_dir):
-    from transformers import AutoModelForCausalLM
-
-    return AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
-
-
-def _prompts(lengths, seed):
-    g = torch.Generator().manual_seed(seed)
-    # ids 6.. skip the special tokens (eos would not stop: ignore_eos, but keep prompts plain)
-    return [torch.randint(6, 380, (n,), generator=g).tolist() for n in lengths]
-
-
-def _generate(llm, prompts, max_tokens):
-    from vllm import SamplingParams, TokensPrompt
-
-    params = SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True)
-    outs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params)
-    return outs
-
-
-def _check_teacher_forced(cpu_model, prompt, generated):
-    ids = torch.tensor([prompt + list(generated[:-1])])
-    with torch.no_grad():
-        logits = cpu_model(ids).logits[0, len(prompt) - 1 :]
-    assert logits.shape[0] == len(generated)
-    exact = 0
-    for step, token in enumerate(generated):
-        row = logits[step]
-        best = int(row.argmax())
-        if best == token:
-            exact += 1
-            continue
-        gap = float(row[best] - row[token])
-        assert gap <= TIE_TOLERANCE, (
-            f"step {step}: vLLM on tpu chose {token}, CPU argmax is {best} "
-            f"(logit gap {gap:.3g}); prompt length {len(prompt)}"
-        )
-    return exact
-
-
 def test_current_platform_is_the_tpu_plugin(llm):
     from vllm.platforms import current_platform
 
@@ -109,28 +53,28 @@ def test_current_platform_is_the_tpu_plugin(llm):
 def test_batched_greedy_matches_cpu_teacher_forced(llm, cpu_model):
     # 3 and 9: short prefills; 20: more than a block; 45: prefill chunked over two steps
     # (32-token budget). With 20 new tokens every sequence outgrows its first KV block.
-    prompts = _prompts([3, 9, 20, 45], seed=1)
-    outs = _generate(llm, prompts, max_tokens=20)
+    prompts = prompts_of([3, 9, 20, 45], seed=1)
+    outs = generate(llm, prompts, max_tokens=20)
     exact = total = 0
     for prompt, out in zip(prompts, outs):
         generated = list(out.outputs[0].token_ids)
         assert len(generated) == 20
-        exact += _check_teacher_forced(cpu_model, prompt, generated)
+        exact += check_teacher_forced(cpu_model, prompt, generated)
         total += len(generated)
     assert exact >= total - 2, f"only {exact}/{total} tokens were the exact CPU argmax"
 
 
 def test_prefix_cache_hit_gives_the_same_tokens(llm, cpu_model):
-    base = _prompts([40], seed=2)[0]
-    first = _generate(llm, [base], max_tokens=6)[0]
+    base = prompts_of([40], seed=2)[0]
+    first = generate(llm, [base], max_tokens=6)[0]
     # Same 40-token prefix (two full blocks cached) with a different tail.
-    extended = base + _prompts([5], seed=3)[0]
-    again = _generate(llm, [base, extended], max_tokens=6)
+    extended = base + prompts_of([5], seed=3)[0]
+    again = generate(llm, [base, extended], max_tokens=6)
     assert list(again[0].outputs[0].token_ids) == list(first.outputs[0].token_ids)
     assert again[0].num_cached_tokens >= 2 * BLOCK
     assert again[1].num_cached_tokens >= 2 * BLOCK
     for prompt, out in zip([base, extended], again):
-        _check_teacher_forced(cpu_model, prompt, list(out.outputs[0].token_ids))
+        check_teacher_forced(cpu_model, prompt, list(out.outputs[0].token_ids))
 
 
 def test_mixed_prefill_and_decode_batch(llm, cpu_model):
@@ -139,7 +83,7 @@ def test_mixed_prefill_and_decode_batch(llm, cpu_model):
     from vllm import SamplingParams, TokensPrompt
 
     engine = llm.llm_engine
-    prompts = _prompts([5, 7, 60], seed=4)
+    prompts = prompts_of([5, 7, 60], seed=4)
     params = SamplingParams(temperature=0.0, max_tokens=12, ignore_eos=True)
     engine.add_request("a", TokensPrompt(prompt_token_ids=prompts[0]), params)
     engine.add_request("b", TokensPrompt(prompt_token_ids=prompts[1]), params)
@@ -155,4 +99,12 @@ def test_mixed_prefill_and_decode_batch(llm, cpu_model):
         assert steps < 200
     for name, prompt in zip("abc", prompts):
         assert len(finished[name]) == 12
-        _check_teacher_forced(cpu_model, prompt, finished[name])
+        check_teacher_forced(cpu_model, prompt, finished[name])
+
+
+def test_no_cpu_fallbacks_in_the_worker(llm):
+    """Everything the engine ran on tpu (model, attention, input preparation, sampling) was
+    lowered to XLA: torchtpu's CPU fallback never ran in the worker process."""
+    metrics = llm.collective_rpc("torchtpu_metrics")[0]
+    assert metrics["executions"] > 0
+    assert metrics["cpu_fallbacks"] == 0, metrics["cpu_fallbacks_by_op"]

@@ -53,6 +53,28 @@ def padded_token_count(num_tokens: int, max_num_tokens: int) -> int:
     return num_tokens
 
 
+def compile_piecewise_around_attention(runner: GPUModelRunner) -> None:
+    """torch.compile(backend="tpu") on the model, with a graph break at each attention layer:
+    the pieces between attentions depend on the token count only, so warming up every token
+    bucket at startup compiles every program the model needs (one XLA program per piece and
+    bucket), while attention, whose shapes follow the batch's requests and context lengths,
+    runs eagerly on its cached per-op programs. This is vLLM's piecewise design, with XLA
+    programs in place of CUDA graphs."""
+    from vllm.model_executor.layers.attention import attention as attention_module
+
+    layer_cls = attention_module.Attention
+    if not getattr(layer_cls.forward, "_torchtpu_graph_break", False):
+        eager_forward = torch._dynamo.disable(layer_cls.forward, recursive=True)
+        eager_forward._torchtpu_graph_break = True
+        layer_cls.forward = eager_forward
+    # Dynamo's automatic dynamic shapes make one trace serve every bucket; the tpu backend
+    # still compiles one XLA program per concrete shape.
+    torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
+    # Only forward: the module keeps its type (vLLM inspects it) and compute_logits stays eager.
+    model = runner.model
+    model.forward = torch.compile(model.forward, backend="tpu")
+
+
 class TpuModelRunner(GPUModelRunner):
     def __init__(self, vllm_config: VllmConfig, device: torch.device):
         map_cuda_streams_and_events_to_tpu()
@@ -60,6 +82,17 @@ class TpuModelRunner(GPUModelRunner):
 
     def tpu_warmup_sizes(self) -> list[int]:
         return token_buckets(self.max_num_tokens)
+
+    @property
+    def tpu_compiles(self) -> bool:
+        from .platform import TPU_COMPILE_MARKER
+
+        return self.compilation_config.backend == TPU_COMPILE_MARKER
+
+    def load_model(self, *args, **kwargs) -> None:
+        super().load_model(*args, **kwargs)
+        if self.tpu_compiles:
+            compile_piecewise_around_attention(self)
 
     def _determine_batch_execution_and_padding(self, num_tokens, num_reqs, *args, **kwargs):
         # CUDA runners pad a batch to a captured CUDA-graph size; here every batch is padded

@@ -15,7 +15,11 @@ if TYPE_CHECKING:
     from vllm.v1.attention.backends.registry import AttentionBackendEnum
     from vllm.v1.attention.selector import AttentionSelectorConfig
 
-logger = init_logger(__name__)
+# Under "vllm." so vLLM's logging configuration (level, format) applies.
+logger = init_logger("vllm.plugins." + __name__)
+
+# compilation_config.backend when TpuModelRunner compiles the model with torch.compile(backend="tpu").
+TPU_COMPILE_MARKER = "tpu"
 
 # KV-cache budget when neither --kv-cache-memory-bytes nor torch.tpu memory figures give one.
 DEFAULT_KV_CACHE_BYTES = 256 << 20
@@ -186,14 +190,22 @@ class TpuPlatform(Platform):
             cache_config.block_size = 16
 
         compilation_config = vllm_config.compilation_config
-        # No CUDA graphs: compiled XLA programs play that role (see compilation in the worker).
+        # No CUDA graphs: compiled XLA programs play that role.
         compilation_config.cudagraph_mode = CUDAGraphMode.NONE
         compilation_config.cudagraph_capture_sizes = []
         model_config = vllm_config.model_config
-        if model_config is not None and model_config.enforce_eager:
-            compilation_config.mode = CompilationMode.NONE
-        else:
-            compilation_config.mode = CompilationMode.NONE
+        # This runs again in the engine process on the config it already changed: the marker
+        # then still says "compile".
+        eager = (model_config is not None and model_config.enforce_eager) or (
+            compilation_config.mode == CompilationMode.NONE
+            and compilation_config.backend != TPU_COMPILE_MARKER
+        )
+        # vLLM's own compile modes assume Inductor (VLLM_COMPILE) or one fullgraph
+        # (STOCK_TORCH_COMPILE); TpuModelRunner compiles the model itself with
+        # torch.compile(backend="tpu"), piecewise around attention, at startup for every
+        # token bucket. The backend field carries that decision to the worker process.
+        compilation_config.mode = CompilationMode.NONE
+        compilation_config.backend = "eager" if eager else TPU_COMPILE_MARKER
         vllm_config.scheduler_config.async_scheduling = False
 
         # vLLM spawns its engine core; a forked child cannot reuse the parent's PJRT client.

@@ -6,7 +6,6 @@ import time
 from contextlib import AbstractContextManager, nullcontext
 
 import torch
-from vllm.config import CompilationMode
 from vllm.logger import init_logger
 from vllm.platforms import current_platform
 from vllm.utils.torch_utils import set_random_seed
@@ -16,7 +15,8 @@ from vllm.v1.worker.worker_base import CompilationTimes
 from .model_runner import TpuModelRunner
 from .platform import device_total_memory, kv_cache_budget_bytes
 
-logger = init_logger(__name__)
+# Under "vllm." so vLLM's logging configuration (level, format) applies.
+logger = init_logger("vllm.plugins." + __name__)
 
 
 class TpuWorker(Worker):
@@ -68,7 +68,7 @@ class TpuWorker(Worker):
     def compile_or_warm_up_model(self) -> CompilationTimes:
         start = time.perf_counter()
         runner = self.model_runner
-        if self.compilation_config.mode != CompilationMode.NONE:
+        if runner.tpu_compiles:
             for size in sorted(runner.tpu_warmup_sizes(), reverse=True):
                 logger.info("Compiling the model for %d tokens", size)
                 runner._dummy_run(size, skip_eplb=True, remove_lora=False)
@@ -78,6 +78,13 @@ class TpuWorker(Worker):
             language_model=self.compilation_config.compilation_time,
             encoder=self.compilation_config.encoder_compilation_time,
         )
+
+    def torchtpu_metrics(self) -> dict:
+        """torchtpu's counters in this worker process (compiles, executions, CPU fallbacks),
+        for `LLM.collective_rpc("torchtpu_metrics")`."""
+        import torchtpu
+
+        return torchtpu.metrics()
 
     def sleep(self, level: int = 1) -> None:
         logger.warning("sleep mode is not supported on tpu; ignored")
