@@ -10,7 +10,8 @@ dim] tensor, its context keys/values are gathered slot by slot through its block
 and one masked softmax attention covers prefill, chunked-prefill continuations, prefix-cache
 hits and decode in the same batch (key s is visible to query q of request r iff
 s <= position(r, q)). GQA shares each kv head across its query heads; any head size works.
-Padded sizes are rounded up to powers of two so a stream of batches reuses few XLA programs.
+Token counts, request counts, query lengths and context lengths are all padded to buckets, so a
+stream of batches reuses few XLA programs.
 """
 
 from __future__ import annotations
@@ -31,13 +32,7 @@ from vllm.v1.attention.backend import (
 )
 from vllm.v1.kv_cache_interface import AttentionSpec, KVCacheLayout
 
-
-def _bucket(n: int, cap: int | None = None) -> int:
-    """The next power of two >= n (at least 1), capped at `cap`."""
-    b = 1
-    while b < n:
-        b *= 2
-    return min(b, cap) if cap is not None else b
+from .buckets import next_power_of_two, padded_token_count
 
 
 class TpuPagedAttentionBackend(AttentionBackend):
@@ -86,16 +81,16 @@ class TpuPagedAttentionBackend(AttentionBackend):
 @dataclass
 class TpuPagedAttentionMetadata:
     num_actual_tokens: int
-    # [num_actual_tokens] int64: the cache slot each new token's K|V is written to.
+    # [padded tokens] int64: the cache slot each token's K|V is written to (0 for padding).
     slot_mapping: torch.Tensor
     # [requests, context_slots] int64: the cache slots of each request's context, in order.
     context_slots: torch.Tensor
-    # [requests, max_query] int64: the token row of each padded query (clamped for padding).
+    # [requests, max_query] int64: the token row of each padded query (0 for padding).
     query_rows: torch.Tensor
     # [requests, max_query] int64: each query's position in its sequence; -1 for padding.
     query_positions: torch.Tensor
-    # [requests, max_query] int64: where each padded query's output goes (num_actual_tokens
-    # for padding: a scratch row that is dropped).
+    # [requests, max_query] int64: the token row each query's output goes to; -1 for padding
+    # (sent to a scratch row that is dropped).
     output_rows: torch.Tensor
 
 
@@ -109,6 +104,7 @@ class TpuPagedAttentionMetadataBuilder(AttentionMetadataBuilder[TpuPagedAttentio
     ) -> None:
         super().__init__(kv_cache_spec, layer_names, vllm_config, device)
         self.block_size = kv_cache_spec.block_size
+        self.max_num_tokens = vllm_config.scheduler_config.max_num_batched_tokens
 
     def build(
         self,
@@ -122,30 +118,50 @@ class TpuPagedAttentionMetadataBuilder(AttentionMetadataBuilder[TpuPagedAttentio
         num_reqs = m.num_reqs
         num_tokens = m.num_actual_tokens
         device = m.query_start_loc.device
+        # Every size below is a bucket, so the per-step programs depend on the batch's shape
+        # class, not on its exact token and request counts.
+        padded_tokens = padded_token_count(num_tokens, self.max_num_tokens)
+        padded_reqs = next_power_of_two(num_reqs)
+        max_query = next_power_of_two(m.max_query_len)
         block_table = m.block_table_tensor[:num_reqs]
-        max_query = _bucket(m.max_query_len)
-        num_blocks = _bucket(
+        num_blocks = next_power_of_two(
             -(-m.max_seq_len // self.block_size), cap=block_table.shape[1]
         )
 
         starts = m.query_start_loc[:num_reqs].to(torch.int64)
         query_lens = m.query_start_loc[1 : num_reqs + 1].to(torch.int64) - starts
         seq_lens = m.seq_lens[:num_reqs].to(torch.int64)
+        if padded_reqs > num_reqs:
+            # Padding requests: no queries (length 0), no context.
+            extra = padded_reqs - num_reqs
+            starts = torch.cat([starts, starts.new_zeros(extra)])
+            query_lens = torch.cat([query_lens, query_lens.new_zeros(extra)])
+            seq_lens = torch.cat([seq_lens, seq_lens.new_zeros(extra)])
+            no_blocks = block_table.new_zeros(extra, block_table.shape[1])
+            block_table = torch.cat([block_table, no_blocks])
         q = torch.arange(max_query, device=device, dtype=torch.int64)
         valid = q[None, :] < query_lens[:, None]
         rows = starts[:, None] + q[None, :]
-        query_rows = torch.clamp(rows, max=max(num_tokens - 1, 0))
+        query_rows = torch.where(valid, rows, 0)
         context_before = (seq_lens - query_lens)[:, None]
         query_positions = torch.where(valid, context_before + q[None, :], -1)
-        output_rows = torch.where(valid, rows, num_tokens)
+        output_rows = torch.where(valid, rows, -1)
 
         offsets = torch.arange(self.block_size, device=device, dtype=torch.int64)
         blocks = block_table[:, :num_blocks].to(torch.int64)
-        context_slots = (blocks[:, :, None] * self.block_size + offsets).reshape(num_reqs, -1)
+        context_slots = (blocks[:, :, None] * self.block_size + offsets).reshape(padded_reqs, -1)
+
+        # Padding tokens write their (ignored) K|V into slot 0: block 0 is vLLM's null block,
+        # never handed to a request.
+        slot_mapping = m.slot_mapping[:num_tokens].to(torch.int64)
+        if padded_tokens > num_tokens:
+            pad = slot_mapping.new_zeros(padded_tokens - num_tokens)
+            slot_mapping = torch.cat([slot_mapping, pad])
+        slot_mapping = torch.clamp(slot_mapping, min=0)
 
         return TpuPagedAttentionMetadata(
             num_actual_tokens=num_tokens,
-            slot_mapping=m.slot_mapping[:num_tokens].to(torch.int64),
+            slot_mapping=slot_mapping,
             context_slots=context_slots,
             query_rows=query_rows,
             query_positions=query_positions,
@@ -210,15 +226,18 @@ class TpuPagedAttentionImpl(AttentionImpl[TpuPagedAttentionMetadata]):
         if attn_metadata is None:  # vLLM's profiling/warm-up run without a KV cache
             return output
         md = attn_metadata
-        n = md.num_actual_tokens
+        tokens = query.shape[0]
         num_blocks, kv_heads, block_size, width = kv_cache.shape
         dk = self.head_size
-        # Slot-major view of this layer's cache (LBNHC): [slots, kv_heads, K|V].
-        # view (never reshape): a copy would silently drop the cache writes below.
+        # Slot-major view of this layer's cache (LBNHC): [slots, kv_heads, K|V]. view, never
+        # reshape: a copy would silently drop the cache writes below.
         slots = kv_cache.permute(0, 2, 1, 3).view(num_blocks * block_size, kv_heads, width)
 
         if self.kv_sharing_target_layer_name is None and key is not None:
-            new_kv = torch.cat([key[:n], value[:n]], dim=-1).to(slots.dtype)
+            written = md.slot_mapping.shape[0]
+            if written > tokens:
+                raise RuntimeError(f"{written} cache slots for {tokens} tokens")
+            new_kv = torch.cat([key[:written], value[:written]], dim=-1).to(slots.dtype)
             slots.index_copy_(0, md.slot_mapping, new_kv)
 
         reqs, max_query = md.query_rows.shape
@@ -226,7 +245,7 @@ class TpuPagedAttentionImpl(AttentionImpl[TpuPagedAttentionMetadata]):
         k = context[..., :dk].transpose(1, 2)  # [reqs, kv_heads, ctx, dk]
         v = context[..., dk:].transpose(1, 2)  # [reqs, kv_heads, ctx, dv]
         group = self.num_heads // kv_heads
-        q = query[:n][md.query_rows]  # [reqs, max_query, heads, dk]
+        q = query[md.query_rows]  # [reqs, max_query, heads, dk]
         # GQA: query heads h*group .. h*group+group-1 share kv head h.
         q = q.reshape(reqs, max_query, kv_heads, group, dk).permute(0, 2, 3, 1, 4)
         q = q.reshape(reqs, kv_heads, group * max_query, dk)
@@ -245,7 +264,12 @@ class TpuPagedAttentionImpl(AttentionImpl[TpuPagedAttentionMetadata]):
         out = out.reshape(reqs, kv_heads, group, max_query, dv).permute(0, 3, 1, 2, 4)
         out = out.reshape(reqs * max_query, self.num_heads, dv).to(output.dtype)
 
-        result = torch.zeros(n + 1, self.num_heads, dv, dtype=output.dtype, device=out.device)
-        result.index_copy_(0, md.output_rows.reshape(-1), out)
-        output[:n].copy_(result[:n])
+        # Row `tokens` is scratch for the padding queries; padding tokens' rows stay zero.
+        rows = md.output_rows.reshape(-1)
+        rows = torch.where(rows < 0, tokens, rows)
+        result = torch.zeros(
+            tokens + 1, self.num_heads, dv, dtype=output.dtype, device=out.device
+        )
+        result.index_copy_(0, rows, out)
+        output.copy_(result[:tokens])
         return output

@@ -11,6 +11,8 @@ import torch
 from vllm.config import VllmConfig
 from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
+from .buckets import padded_token_count, token_buckets
+
 
 def map_cuda_streams_and_events_to_tpu() -> None:
     """The GPU runner creates torch.cuda streams and events; on tpu they are torch.tpu's
@@ -28,29 +30,6 @@ def map_cuda_streams_and_events_to_tpu() -> None:
 def _tpu_event(*args, blocking=None, interprocess=None, **kwargs):
     # torch.cuda.Event's `blocking`/`interprocess` have no meaning for PJRT events.
     return torch.tpu.Event(*args, **kwargs)
-
-
-MIN_TOKEN_BUCKET = 8
-
-
-def token_buckets(max_num_tokens: int) -> list[int]:
-    """The padded batch sizes (in tokens) the model runs at: powers of two from
-    MIN_TOKEN_BUCKET, and max_num_tokens itself. Each is one XLA program per op (eager) or per
-    graph (compiled), so a stream of requests of any size reuses a handful of programs."""
-    sizes = []
-    b = MIN_TOKEN_BUCKET
-    while b < max_num_tokens:
-        sizes.append(b)
-        b *= 2
-    sizes.append(max_num_tokens)
-    return sizes
-
-
-def padded_token_count(num_tokens: int, max_num_tokens: int) -> int:
-    for size in token_buckets(max_num_tokens):
-        if size >= num_tokens:
-            return size
-    return num_tokens
 
 
 def compile_piecewise_around_attention(runner: GPUModelRunner) -> None:

@@ -18,16 +18,17 @@ if TYPE_CHECKING:
 # Under "vllm." so vLLM's logging configuration (level, format) applies.
 logger = init_logger("vllm.plugins." + __name__)
 
-# compilation_config.backend when TpuModelRunner compiles the model with torch.compile(backend="tpu").
+# compilation_config.backend when TpuModelRunner compiles the model (torch.compile, tpu backend).
 TPU_COMPILE_MARKER = "tpu"
 
 # KV-cache budget when neither --kv-cache-memory-bytes nor torch.tpu memory figures give one.
 DEFAULT_KV_CACHE_BYTES = 256 << 20
 
 
-def kv_cache_budget_bytes(total_memory: int | None, utilization: float, used: int) -> int:
-    """TORCHTPU_VLLM_KV_CACHE_BYTES wins; else utilization * device memory minus what is in use
-    (weights), when the device reports its memory; else DEFAULT_KV_CACHE_BYTES."""
+def kv_cache_budget_bytes(memory: tuple[int, int] | None, utilization: float) -> int:
+    """TORCHTPU_VLLM_KV_CACHE_BYTES wins; else what stays free on the device when it is kept to
+    `utilization` of its memory (free - (1 - utilization) * total, vLLM's gpu_memory_utilization
+    rule) when the device reports (free, total); else DEFAULT_KV_CACHE_BYTES."""
     env = os.environ.get("TORCHTPU_VLLM_KV_CACHE_BYTES")
     if env:
         try:
@@ -39,37 +40,33 @@ def kv_cache_budget_bytes(total_memory: int | None, utilization: float, used: in
         if value <= 0:
             raise ValueError(f"TORCHTPU_VLLM_KV_CACHE_BYTES must be positive, got {value}")
         return value
-    if total_memory:
-        budget = int(total_memory * utilization) - used
+    if memory is not None:
+        free, total = memory
+        budget = int(free - (1.0 - utilization) * total)
         if budget <= 0:
             raise ValueError(
-                f"no tpu memory left for the KV cache: {total_memory} bytes * "
-                f"gpu_memory_utilization {utilization} - {used} bytes in use <= 0"
+                f"no tpu memory left for the KV cache: {free} bytes free of {total}, and "
+                f"gpu_memory_utilization {utilization} keeps {1.0 - utilization:.2f} of it "
+                "unused; raise it or set --kv-cache-memory-bytes"
             )
         return budget
     return DEFAULT_KV_CACHE_BYTES
 
 
-def device_total_memory(index: int) -> int | None:
-    """The device's memory in bytes when torch.tpu reports it (PJRT memory stats), else None.
-    The XLA CPU plugin reports none: then a configured budget sizes the KV cache."""
-    tpu = torch.tpu
-    for name in ("mem_get_info",):
-        fn = getattr(tpu, name, None)
-        if fn is not None:
-            try:
-                return int(fn(index)[1])
-            except Exception:
-                pass
-    props = getattr(tpu, "get_device_properties", None)
-    if props is not None:
-        try:
-            total = getattr(props(index), "total_memory", None)
-            if total:
-                return int(total)
-        except Exception:
-            pass
-    return None
+def device_memory_info(index: int) -> tuple[int, int] | None:
+    """(free, total) bytes from torch.tpu.mem_get_info, or None where it says nothing about a
+    separate device memory: on the XLA CPU plugin "device memory" is the host's RAM, shared with
+    everything else, so a configured budget (or DEFAULT_KV_CACHE_BYTES) sizes the cache."""
+    if torchtpu._C._platform() == "cpu":
+        return None
+    fn = getattr(torch.tpu, "mem_get_info", None)
+    if fn is None:  # an older torchtpu
+        return None
+    try:
+        free, total = fn(index)
+    except (NotImplementedError, RuntimeError):
+        return None
+    return int(free), int(total)
 
 
 class TpuPlatform(Platform):
@@ -123,8 +120,8 @@ class TpuPlatform(Platform):
 
     @classmethod
     def get_device_total_memory(cls, device_id: int = 0) -> int:
-        total = device_total_memory(device_id)
-        return total if total is not None else DEFAULT_KV_CACHE_BYTES
+        info = device_memory_info(device_id)
+        return info[1] if info is not None else DEFAULT_KV_CACHE_BYTES
 
     @classmethod
     def device_count(cls) -> int:

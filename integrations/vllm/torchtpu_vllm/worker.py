@@ -13,7 +13,7 @@ from vllm.v1.worker.gpu_worker import Worker, init_worker_distributed_environmen
 from vllm.v1.worker.worker_base import CompilationTimes
 
 from .model_runner import TpuModelRunner
-from .platform import device_total_memory, kv_cache_budget_bytes
+from .platform import device_memory_info, kv_cache_budget_bytes
 
 # Under "vllm." so vLLM's logging configuration (level, format) applies.
 logger = init_logger("vllm.plugins." + __name__)
@@ -51,17 +51,16 @@ class TpuWorker(Worker):
 
     @torch.no_grad()
     def determine_available_memory(self) -> int:
-        """KV-cache bytes: --kv-cache-memory-bytes, else TORCHTPU_VLLM_KV_CACHE_BYTES, else
-        gpu_memory_utilization of the device memory torch.tpu reports minus what the weights
-        use. The dummy forward that CUDA workers profile with is skipped: XLA programs
-        allocate their temporaries inside the device's own allocator, which the budget leaves
-        room for."""
+        """KV-cache bytes: --kv-cache-memory-bytes, else TORCHTPU_VLLM_KV_CACHE_BYTES, else the
+        device memory left free (torch.tpu.mem_get_info, after the weights are loaded) within
+        gpu_memory_utilization. The dummy forward that CUDA workers profile with is skipped:
+        XLA programs allocate their temporaries in the device's own allocator, within the
+        memory the utilization leaves."""
         explicit = self.cache_config.kv_cache_memory_bytes
         if explicit:
             return int(explicit)
-        total = device_total_memory(self.device.index or 0)
-        used = int(torch.tpu.memory_allocated(self.device)) if total else 0
-        budget = kv_cache_budget_bytes(total, self.cache_config.gpu_memory_utilization, used)
+        memory = device_memory_info(self.device.index or 0)
+        budget = kv_cache_budget_bytes(memory, self.cache_config.gpu_memory_utilization)
         logger.info("KV cache budget on %s: %.1f MiB", self.device, budget / (1 << 20))
         return budget
 
