@@ -1,0 +1,51 @@
+"""Tiny Diffusers pipelines built from configs (the sizes of Diffusers' own fast tests), with
+random weights under a fixed seed and a tokenizer written locally: no hub, no network. Shared
+by tests/python/test_hf_pipelines.py and benchmarks/diffusers_pipeline.py."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+import torch
+
+
+def tiny_stable_diffusion(tokenizer_dir: str | Path | None = None, seed: int = 0):
+    """A StableDiffusionPipeline (UNet2DConditionModel, AutoencoderKL, CLIP text encoder, CLIP
+    tokenizer, DDIM scheduler) on the CPU; the tokenizer files go to `tokenizer_dir` (a new
+    temporary folder when None)."""
+    from diffusers import AutoencoderKL, DDIMScheduler, StableDiffusionPipeline, UNet2DConditionModel
+    from transformers import CLIPTextConfig, CLIPTextModel, CLIPTokenizer
+
+    tokenizer_dir = Path(tokenizer_dir or tempfile.mkdtemp(prefix="tiny_clip_tokenizer_"))
+    torch.manual_seed(seed)
+    unet = UNet2DConditionModel(block_out_channels=(4, 8), layers_per_block=1, sample_size=32,
+                                in_channels=4, out_channels=4,
+                                down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
+                                up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"),
+                                cross_attention_dim=32, norm_num_groups=2)
+    vae = AutoencoderKL(block_out_channels=(4, 8), in_channels=3, out_channels=3,
+                        down_block_types=("DownEncoderBlock2D",) * 2,
+                        up_block_types=("UpDecoderBlock2D",) * 2, latent_channels=4,
+                        norm_num_groups=2)
+    text_encoder = CLIPTextModel(CLIPTextConfig(bos_token_id=0, eos_token_id=2, pad_token_id=1,
+                                                hidden_size=32, intermediate_size=37,
+                                                num_attention_heads=4, num_hidden_layers=2,
+                                                vocab_size=1000))
+    # A character-level BPE vocabulary (no merges) is enough for CLIP's tokenizer.
+    vocab = {"<|startoftext|>": 0, "!": 1, "<|endoftext|>": 2}
+    for c in "abcdefghijklmnopqrstuvwxyz":
+        vocab[c] = len(vocab)
+        vocab[c + "</w>"] = len(vocab)
+    (tokenizer_dir / "vocab.json").write_text(json.dumps(vocab))
+    (tokenizer_dir / "merges.txt").write_text("#version: 0.2\n")
+    tokenizer = CLIPTokenizer(str(tokenizer_dir / "vocab.json"), str(tokenizer_dir / "merges.txt"),
+                              model_max_length=77)
+    scheduler = DDIMScheduler(beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear",
+                              clip_sample=False, set_alpha_to_one=False, steps_offset=1)
+    pipe = StableDiffusionPipeline(unet=unet, vae=vae, text_encoder=text_encoder,
+                                   tokenizer=tokenizer, scheduler=scheduler, safety_checker=None,
+                                   feature_extractor=None, requires_safety_checker=False)
+    pipe.set_progress_bar_config(disable=True)
+    return pipe
