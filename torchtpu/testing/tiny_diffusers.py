@@ -49,3 +49,24 @@ def tiny_stable_diffusion(tokenizer_dir: str | Path | None = None, seed: int = 0
                                    feature_extractor=None, requires_safety_checker=False)
     pipe.set_progress_bar_config(disable=True)
     return pipe
+
+
+def tiny_dit(seed: int = 0):
+    """A class-conditional DiTPipeline (a transformer-based denoiser, Transformer2DModel with
+    adaLN-zero, an AutoencoderKL and a DDIM scheduler) on the CPU, in eval mode: in training
+    mode DiT's label embedding drops class labels at random."""
+    from diffusers import AutoencoderKL, DDIMScheduler, DiTPipeline, Transformer2DModel
+
+    torch.manual_seed(seed)
+    transformer = Transformer2DModel(sample_size=16, num_layers=2, patch_size=4,
+                                     attention_head_dim=8, num_attention_heads=2, in_channels=4,
+                                     out_channels=8, attention_bias=True,
+                                     activation_fn="gelu-approximate", num_embeds_ada_norm=1000,
+                                     norm_type="ada_norm_zero", norm_elementwise_affine=False)
+    vae = AutoencoderKL(block_out_channels=(4, 8), in_channels=3, out_channels=3,
+                        down_block_types=("DownEncoderBlock2D",) * 2,
+                        up_block_types=("UpDecoderBlock2D",) * 2, latent_channels=4,
+                        norm_num_groups=2)
+    pipe = DiTPipeline(transformer=transformer.eval(), vae=vae.eval(), scheduler=DDIMScheduler())
+    pipe.set_progress_bar_config(disable=True)
+    return pipe
