@@ -72,15 +72,16 @@ def _rank(args) -> None:
             if rank == 0:
                 x = torch.ones(n, device=dev)
                 host = torch.ones(n)
-                staging = _median_seconds(lambda: (x.cpu(), x.copy_(host), x.cpu()[:1]),
-                                          args.iters)
+                d2h = _median_seconds(lambda: x.cpu(), args.iters)
+                h2d = _median_seconds(lambda: (x.copy_(host), torch.tpu.synchronize()),
+                                      args.iters)
                 print(json.dumps({
                     "op": op, "bytes": size, "ranks": world,
                     "tpu_ms": results["tpu"] * 1e3, "gloo_cpu_ms": results["gloo"] * 1e3,
                     "tpu_busbw_gbps": size * factor / results["tpu"] / 1e9,
                     "gloo_cpu_busbw_gbps": size * factor / results["gloo"] / 1e9,
                     "tpu_over_gloo": results["tpu"] / results["gloo"],
-                    "staging_d2h_h2d_ms": staging * 1e3,
+                    "staging_d2h_ms": d2h * 1e3, "staging_h2d_ms": h2d * 1e3,
                 }), flush=True)
         size *= 4
     dist.destroy_process_group()

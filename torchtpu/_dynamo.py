@@ -367,6 +367,11 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs):
     name = f"g{next(_graph_ids)}"
     if _is_dynamic(gm):
         return _UncachedGraph(_compile_dynamic(gm, name), "a dynamic graph is specialized per call")
+    from .distributed import _compile as _dist_compile
+
+    if _dist_compile.has_collectives(gm):  # compiled segments, collectives run between them
+        split = _dist_compile.split_at_collectives(gm, _compile_graph)
+        return _UncachedGraph(split, f"graph {name} is split at its collectives")
     try:
         lowering = _GraphLowering(gm, name)
         g = lowering.build()

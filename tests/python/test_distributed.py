@@ -327,6 +327,37 @@ def _rank_init_forms():
         dist.destroy_process_group()
 
 
+def _rank_compiled():
+    import torch.distributed as dist
+    import torch.distributed._functional_collectives as funcol
+
+    import torchtpu._dynamo as tdynamo
+
+    rank, world = _init()
+    dev = torch.device("tpu", torch.tpu.current_device())
+
+    def step(x, w):
+        y = torch.relu(x @ w)
+        y = funcol.all_reduce(y, "sum", dist.group.WORLD)
+        z = funcol.all_gather_tensor(y * 2, 0, dist.group.WORLD)
+        r = funcol.reduce_scatter_tensor(z + 1, "avg", 0, dist.group.WORLD)
+        return r.sum(0), z
+
+    compiled = torch.compile(step, backend="tpu")
+    w = torch.randn(4, 4, generator=torch.Generator().manual_seed(9))
+    for i in range(2):
+        x = torch.randn(4, 4, generator=torch.Generator().manual_seed(10 * i + rank))
+        expected = step(x, w)  # eager on CPU tensors: the group's host backend
+        got = compiled(x.to(dev), w.to(dev))
+        for g, e in zip(got, expected):
+            _close(g, e, f"compiled step {i}")
+    metrics = tdynamo.graph_metrics()
+    compiled_segments = [m for m in metrics.values() if m.get("compiles")]
+    assert len(compiled_segments) >= 2, metrics  # the compute between the collectives
+    assert all(m["compiles"] == 1 and m["executions"] == 2 for m in compiled_segments), metrics
+    assert not any("eager_reason" in m for m in metrics.values()), metrics
+
+
 def _rank_dies():
     import torch.distributed as dist
 
@@ -480,6 +511,10 @@ def test_ddp_fsdp2_and_tensor_parallel_train_like_one_cpu_process(start_python, 
 
 def test_init_process_group_forms(start_python, tmp_path):
     _run_ranks(start_python, "init_forms", tmp_path)
+
+
+def test_functional_collectives_in_compiled_graphs(start_python, tmp_path):
+    _run_ranks(start_python, "compiled", tmp_path)
 
 
 def test_errors_mixed_devices_and_mismatched_shapes(start_python, tmp_path):
