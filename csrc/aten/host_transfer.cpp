@@ -92,7 +92,15 @@ device::BufferPtr contiguous_buffer(const at::Tensor& t) {
 
 at::Tensor to_cpu(const at::Tensor& t) {
   at::Tensor out = at::empty(t.sizes(), t.options().device(c10::kCPU));
-  if (t.numel() == 0) return out;
+  to_cpu_into(t, out);
+  return out;
+}
+
+void to_cpu_into(const at::Tensor& t, const at::Tensor& out) {
+  TORCH_CHECK(out.device().is_cpu() && out.is_contiguous() && out.sizes() == t.sizes() &&
+                  out.scalar_type() == t.scalar_type(),
+              "to_cpu_into: the destination must be a contiguous CPU tensor like the source");
+  if (t.numel() == 0) return;
   device::BufferPtr buf = contiguous_buffer(t);
   runtime::trace::Scope traced(runtime::trace::Kind::kD2H, "tpu::copy_d2h", t.device().index(),
                                static_cast<int64_t>(out.nbytes()));
@@ -104,7 +112,6 @@ at::Tensor to_cpu(const at::Tensor& t) {
   runtime::metrics().d2h_transfers++;
   runtime::metrics().d2h_bytes += static_cast<int64_t>(out.nbytes());
   runtime::metrics().host_syncs++;
-  return out;
 }
 
 void synchronize(int device) {

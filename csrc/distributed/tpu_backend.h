@@ -14,6 +14,7 @@
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
+#include "distributed/host_pool.h"
 #include "distributed/staged_work.h"
 
 namespace torchtpu::distributed {
@@ -88,6 +89,9 @@ class TpuBackend final : public c10d::Backend {
                                         std::vector<at::Tensor> result);
 
   c10::intrusive_ptr<c10d::Backend> host_;
+  // Staging memory, reused across collectives (1 GiB of free buffers at most).
+  HostBufferPool host_pool_{int64_t{1} << 30};
+  // Declared last: destroyed first, so its thread finishes before the pool goes.
   CompletionQueue completions_;
 };
 

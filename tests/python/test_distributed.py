@@ -358,6 +358,48 @@ def _rank_compiled():
     assert not any("eager_reason" in m for m in metrics.values()), metrics
 
 
+def _rank_mesh_2x2():
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.tensor import Shard, distribute_tensor
+    from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,
+                                                   parallelize_module)
+
+    rank, world = _init()
+    dev = torch.device("tpu", torch.tpu.current_device())
+    mesh = init_device_mesh("tpu", (2, 2), mesh_dim_names=("dp", "tp"))
+    dp, tp = mesh.get_local_rank("dp"), mesh.get_local_rank("tp")
+    # Each mesh dimension's group reduces over its own ranks only.
+    for name, peers in (("dp", [tp, tp + 2]), ("tp", [2 * dp, 2 * dp + 1])):
+        t = torch.full((2,), float(rank + 1), device=dev)
+        dist.all_reduce(t, group=mesh.get_group(name))
+        _close(t, torch.full((2,), float(sum(r + 1 for r in peers))), f"all_reduce over {name}")
+    full = torch.arange(32, dtype=torch.float32).reshape(4, 8)
+    d = distribute_tensor(full.to(dev), mesh, [Shard(0), Shard(1)])
+    assert d.to_local().shape == (2, 4)
+    _close(d.full_tensor(), full, "2-D sharded DTensor")
+    _close((d @ d.T).full_tensor(), full @ full.T, "2-D sharded DTensor matmul")
+    # 2-D training: tensor parallel inside each dp pair, FSDP across them; each dp rank trains on
+    # its half of the batch.
+    model = parallelize_module(_mlp().to(dev), mesh["tp"], {"0": ColwiseParallel(),
+                                                             "2": RowwiseParallel()})
+    fully_shard(model, mesh=mesh["dp"])
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    losses = []
+    for step in range(3):
+        x, y = _global_batch(2, step)
+        x, y = x.chunk(2)[dp], y.chunk(2)[dp]
+        loss = torch.nn.functional.mse_loss(model(x.to(dev)), y.to(dev))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        loss = loss.detach().clone()
+        dist.all_reduce(loss, op=dist.ReduceOp.AVG, group=mesh.get_group("dp"))
+        losses.append(loss.item())
+    _check_training(losses, [p.full_tensor() for p in model.parameters()], 2, 3, "FSDP x TP")
+
+
 def _rank_dies():
     import torch.distributed as dist
 
@@ -515,6 +557,10 @@ def test_init_process_group_forms(start_python, tmp_path):
 
 def test_functional_collectives_in_compiled_graphs(start_python, tmp_path):
     _run_ranks(start_python, "compiled", tmp_path)
+
+
+def test_2x2_device_mesh_four_processes(start_python, tmp_path):
+    _run_ranks(start_python, "mesh_2x2", tmp_path, world=4)
 
 
 def test_errors_mixed_devices_and_mismatched_shapes(start_python, tmp_path):
