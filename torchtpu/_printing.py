@@ -14,8 +14,11 @@ import torch._tensor_str as _tensor_str
 
 
 def _formats_from_host(t: torch.Tensor) -> bool:
+    # Plain tensors and parameters only: a FakeTensor on tpu (Dynamo/AOTAutograd format them in
+    # debug logs while tracing) has no data to copy, and other subclasses print themselves.
     return (
-        t.device.type == "tpu"
+        type(t) in (torch.Tensor, torch.nn.Parameter)
+        and t.device.type == "tpu"
         and t.layout == torch.strided
         and not t.is_nested
         and not t.is_quantized
@@ -38,8 +41,7 @@ def install() -> None:
         if tensor_contents is None and _formats_from_host(inp):
             # The same indent PyTorch uses for the contents: the length of "tensor(" or of
             # "<Subclass>(".
-            plain = type(inp) is torch.Tensor or type(inp) is torch.nn.Parameter
-            indent = len("tensor(") if plain else len(type(inp).__name__) + 1
+            indent = len("tensor(")  # PyTorch's prefix for plain tensors and parameters
             primal, _ = torch.autograd.forward_ad.unpack_dual(inp)
             host = primal.detach().to("cpu")
             tensor_contents = _tensor_str._tensor_str(host, indent)
