@@ -5,6 +5,10 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 bash scripts/setup_env.sh
 export TORCHTPU_TEST_PLUGIN="$(.venv/bin/python -c 'import os, xla_plugins.xla_cpu_pjrt as m; print(os.path.join(os.path.dirname(m.__file__), "xla_cpu_pjrt.so"))')"
+# AOTAutograd's cache (PyTorch's cache folder) holds torchtpu's graph recipes keyed by the traced
+# graph, not by torchtpu's code: a checkout keeps its own, so entries another checkout's code wrote
+# are never replayed here. torchtpu's program cache is keyed by the program text and is shared.
+export TORCHINDUCTOR_CACHE_DIR="${TORCHINDUCTOR_CACHE_DIR:-$root/build/torch-cache}"
 echo "== clang-format"
 clang-format --dry-run -Werror csrc/*/*.cpp csrc/*/*.h tests/cpp/*.cpp
 echo "== C++ unit tests"
