@@ -47,7 +47,16 @@ def _decompositions():
     decomps = dict(core_aten_decompositions())
     # Ops the lowering table handles as a whole: keep them out of the decomposition table so the
     # graph keeps the fused op (one lowering instead of a chain of primitives).
-    for op in (torch.ops.aten.native_layer_norm.default,):
+    aten = torch.ops.aten
+    for op in (aten.native_layer_norm.default,):
+        decomps.pop(op, None)
+    # Ops whose lowering checks its indices the way the CPU kernel does (device-side checks,
+    # lowering/checks.h): the decompositions go through index_put/gather, which would accept
+    # negative indices or raise another error type.
+    for op in (aten.nll_loss_forward.default, aten.nll_loss_backward.default,
+               aten.nll_loss2d_forward.default, aten.nll_loss2d_backward.default,
+               aten.index_add.default, aten.index_copy.default, aten.index_fill.int_Scalar,
+               aten.index_fill.int_Tensor, aten.max_unpool2d.default, aten.max_unpool3d.default):
         decomps.pop(op, None)
     return decomps
 

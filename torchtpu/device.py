@@ -255,7 +255,9 @@ def empty_cache() -> None:
 
 
 def _is_in_bad_fork() -> bool:
-    return False
+    """True in a process forked after its parent initialized tpu: using tpu there raises
+    (use the 'spawn' start method instead), as torch.cuda does."""
+    return _C._in_bad_fork()
 
 
 def get_amp_supported_dtype() -> list[torch.dtype]:

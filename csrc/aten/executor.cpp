@@ -17,6 +17,7 @@
 #include <unordered_set>
 
 #include "aten/call_state.h"
+#include "aten/check_outputs.h"
 #include "aten/fallback_rng.h"
 #include "aten/host_transfer.h"
 #include "device/current_device.h"
@@ -61,6 +62,7 @@ struct Entry {
   std::vector<OutputSink> outputs;
   size_t num_returns = 0;
   uint64_t rng_numel = 0;
+  runtime::CheckSpecs checks;  // device-side checks: the program's last output holds them
 };
 
 struct Cache {
@@ -212,7 +214,9 @@ class ProgramBuilder {
       }
       return *default_rng_;
     });
+    lowering::CheckCollector collector;
     std::vector<Value> results = (*plan_.lowering)(ctx);
+    std::vector<lowering::DeviceCheck> checks = collector.take();
     TORCH_CHECK(results.size() == out_types.size(), "torchtpu: lowering of ", plan_.lowering_name,
                 " returned ", results.size(), " values, the op has ", out_types.size());
     for (size_t i = 0; i < results.size(); ++i) {
@@ -279,6 +283,7 @@ class ProgramBuilder {
       }
       entry->num_returns = plan_.mutated_args.size();
     }
+    entry->checks = append_check_output(b, checks, outputs);
     module_.finish(outputs);
     entry->used_params = used_params_;
     uint64_t n = 0;
@@ -396,6 +401,8 @@ void launch(const OpPlan& plan, const Entry& entry, CallState& state, torch::jit
   int dev = state.device >= 0 ? state.device : device::current_device();
   std::vector<device::BufferPtr> outputs =
       launch_program(*entry.program, entry.used_params, state, *stack, entry.rng_numel, dev);
+  // Before any write lands: under TPU_LAUNCH_BLOCKING=1 a failed check raises here.
+  if (entry.checks) runtime::defer_checks(dev, std::move(outputs.back()), entry.checks);
   // Replace the arguments by the returns.
   if (plan.variant == Variant::kFunctional) {
     // A functional program's outputs are its returns, in order.

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "aten/call_state.h"
+#include "aten/check_outputs.h"
 #include "aten/executor.h"
 #include "aten/op_plan.h"
 #include "device/current_device.h"
@@ -63,6 +64,7 @@ struct GraphExecutable::Entry {
   // Per graph output: (0, slot) new tensor, (1, input) the input itself, (2, -) None.
   std::vector<std::pair<int, int>> results;
   uint64_t rng_numel = 0;
+  runtime::CheckSpecs checks;  // device-side checks: the program's last output holds them
 };
 
 namespace {
@@ -188,7 +190,8 @@ std::shared_ptr<GraphExecutable::Entry> GraphExecutable::build(
   };
 
   std::vector<std::vector<Value>> env;
-  std::map<int, Value> writes;  // input index -> new value
+  std::map<int, Value> writes;         // input index -> new value
+  lowering::CheckCollector collector;  // the device-side checks of every node
   auto value_of = [&](const GraphArg& a) -> Value {
     if (a.kind == GraphArg::Kind::kInput) {
       auto w = writes.find(a.index);
@@ -335,6 +338,7 @@ std::shared_ptr<GraphExecutable::Entry> GraphExecutable::build(
     entry->outs.push_back(o);
     program_outputs.push_back(stored);
   }
+  entry->checks = append_check_output(b, collector.take(), program_outputs);
   module.finish(program_outputs);
   uint64_t n = 0;
   for (const auto& node : nodes_) {
@@ -379,6 +383,8 @@ std::vector<c10::IValue> GraphExecutable::run(const std::vector<at::Tensor>& inp
   torch::jit::Stack no_stack;
   std::vector<device::BufferPtr> outputs =
       launch_program(*entry->program, entry->used_params, state, no_stack, entry->rng_numel, dev);
+  // Before any write lands: under TPU_LAUNCH_BLOCKING=1 a failed check raises here.
+  if (entry->checks) runtime::defer_checks(dev, std::move(outputs.back()), entry->checks);
   std::vector<at::Tensor> fresh(static_cast<size_t>(entry->num_new));
   for (size_t k = 0; k < entry->outs.size(); ++k) {
     const Entry::Out& o = entry->outs[k];

@@ -6,6 +6,7 @@
 #include "aten/executor.h"
 #include "lowering/lowering.h"
 #include "lowering/strided.h"
+#include "runtime/device_checks.h"
 #include "runtime/inflight.h"
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
@@ -112,6 +113,9 @@ void to_cpu_into(const at::Tensor& t, const at::Tensor& out) {
   runtime::metrics().d2h_transfers++;
   runtime::metrics().d2h_bytes += static_cast<int64_t>(out.nbytes());
   runtime::metrics().host_syncs++;
+  // A host read is a sync: checks of the work launched so far raise here, before the values
+  // (possibly computed from clamped indices) reach the caller.
+  runtime::raise_failed_checks(t.device().index());
 }
 
 void synchronize(int device) {
@@ -119,6 +123,7 @@ void synchronize(int device) {
   runtime::metrics().host_syncs++;
   runtime::trace::Scope traced(runtime::trace::Kind::kSync, "tpu::synchronize", device);
   runtime::wait_for_executions(device);
+  runtime::raise_failed_checks(device);
 }
 
 }  // namespace torchtpu::aten

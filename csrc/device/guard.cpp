@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "device/current_device.h"
+#include "runtime/device_checks.h"
 #include "runtime/inflight.h"
 #include "runtime/runtime.h"
 
@@ -105,7 +106,10 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   void block(void* event, const c10::Stream& stream) const override {
     if (event == nullptr) return;
     const auto& m = *static_cast<TpuEvent*>(event)->marker;
-    if (m.device != index_of(stream.device())) runtime::wait_marker(m);
+    if (m.device != index_of(stream.device())) {
+      runtime::wait_marker(m);
+      runtime::raise_failed_checks(m.device, /*only_ready=*/true);
+    }
   }
   bool queryEvent(void* event) const override {
     return event == nullptr || runtime::marker_done(*static_cast<TpuEvent*>(event)->marker);
@@ -115,7 +119,10 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   }
   void synchronizeEvent(void* event) const override {
     if (event == nullptr) return;  // never recorded: nothing to wait for, as in CUDA
-    runtime::wait_marker(*static_cast<TpuEvent*>(event)->marker);
+    const auto& m = *static_cast<TpuEvent*>(event)->marker;
+    runtime::wait_marker(m);
+    // The checks of the captured work are read; later work's stay deferred.
+    runtime::raise_failed_checks(m.device, /*only_ready=*/true);
   }
   // Milliseconds between the completion times of the two events' captured work (see
   // runtime::Marker::completed). c10::Event has checked the timing flags and completion.
@@ -154,7 +161,9 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
                        next_stream_id++);
   }
   static void wait(int device) {
-    if (runtime::is_initialized()) runtime::wait_for_executions(device);
+    if (!runtime::is_initialized()) return;
+    runtime::wait_for_executions(device);
+    runtime::raise_failed_checks(device);
   }
 };
 

@@ -10,6 +10,7 @@
 #include <limits>
 #include <string>
 
+#include "lowering/checks.h"
 #include "lowering/elementwise_util.h"
 #include "lowering/lowering.h"
 
@@ -256,6 +257,44 @@ LoweringFn addc(const char* stablehlo_op) {
   };
 }
 
+// Integer division and remainder by zero: CPU raises "ZeroDivisionError" (a RuntimeError), XLA
+// returns -1 or the dividend. A divisor the host knows raises at the call (aten/
+// argument_checks.cpp); here the program checks the divisor's values on the device.
+LoweringFn zero_divisor_checked(LoweringFn fn) {
+  return [fn = std::move(fn)](LoweringContext& ctx) -> std::vector<Value> {
+    ElementType ct = compute_dtype(ctx);
+    size_t mode = ctx.num_args() > 2 ? ctx.index_of("rounding_mode") : 0;
+    bool integer =
+        !is_fp(ct) && !shlo::is_complex(ct) && ctx.out_type().dtype != ElementType::kPred;
+    if (integer && (mode == 0 || !ctx.is_none(mode))) {
+      FunctionBuilder& b = ctx.b;
+      Value y = operand(ctx, 1, ct);
+      Value flat = b.reshape(y, {y.type.numel()});
+      Value all = b.reduce_simple(ne0(b, flat), b.constant(1, TensorType(ElementType::kPred, {})),
+                                  {0}, "stablehlo.and");
+      check(ctx, all, "ZeroDivisionError", /*index_error=*/false);
+    }
+    return fn(ctx);
+  };
+}
+
+// An integer tensor to a negative integer Scalar power: refused by the CPU. The eager kernel
+// checks a host Scalar at the call; a compiled graph's constant exponent is checked here.
+LoweringFn negative_int_power_checked(LoweringFn fn) {
+  return [fn = std::move(fn)](LoweringContext& ctx) -> std::vector<Value> {
+    const LArg& e = ctx.arg(1);
+    ElementType xt = ctx.tensor(0).dtype();
+    if (e.kind == LArg::Kind::kScalar && e.ivalue.isInt() && !is_fp(xt) && !shlo::is_complex(xt) &&
+        xt != ElementType::kPred) {
+      FunctionBuilder& b = ctx.b;
+      Value y = b.convert(ctx.tensor(1), ElementType::kS64);
+      check(ctx, cmp(b, y, cst(b, 0, y), CompareDirection::kGE),
+            "Integers to negative integer powers are not allowed.", /*index_error=*/false);
+    }
+    return fn(ctx);
+  };
+}
+
 TORCHTPU_LOWERING("aten::add.Tensor", with_alpha("stablehlo.add", false));
 TORCHTPU_LOWERING("aten::add.Scalar", with_alpha("stablehlo.add", false));
 TORCHTPU_LOWERING(
@@ -288,20 +327,27 @@ TORCHTPU_LOWERING("aten::div.Tensor", binary_op("stablehlo.divide"));
 TORCHTPU_LOWERING("aten::div.Scalar", binary_op("stablehlo.divide"));
 TORCHTPU_LOWERING("aten::true_divide.Tensor", binary_op("stablehlo.divide"));
 TORCHTPU_LOWERING("aten::true_divide.Scalar", binary_op("stablehlo.divide"));
-TORCHTPU_LOWERING("aten::div.Tensor_mode", reject_bool_result("div_trunc", lower_div_mode));
-TORCHTPU_LOWERING("aten::div.Scalar_mode", reject_bool_result("div_trunc", lower_div_mode));
-TORCHTPU_LOWERING("aten::floor_divide", binary_fn(floor_div));
-TORCHTPU_LOWERING("aten::floor_divide.Scalar", binary_fn(floor_div));
+TORCHTPU_LOWERING("aten::div.Tensor_mode",
+                  reject_bool_result("div_trunc", zero_divisor_checked(lower_div_mode)));
+TORCHTPU_LOWERING("aten::div.Scalar_mode",
+                  reject_bool_result("div_trunc", zero_divisor_checked(lower_div_mode)));
+TORCHTPU_LOWERING("aten::floor_divide", zero_divisor_checked(binary_fn(floor_div)));
+TORCHTPU_LOWERING("aten::floor_divide.Scalar", zero_divisor_checked(binary_fn(floor_div)));
 TORCHTPU_LOWERING("aten::remainder.Tensor",
-                  reject_bool_result("remainder", binary_fn(python_remainder)));
+                  reject_bool_result("remainder",
+                                     zero_divisor_checked(binary_fn(python_remainder))));
 TORCHTPU_LOWERING("aten::remainder.Scalar",
-                  reject_bool_result("remainder", binary_fn(python_remainder)));
+                  reject_bool_result("remainder",
+                                     zero_divisor_checked(binary_fn(python_remainder))));
 TORCHTPU_LOWERING("aten::remainder.Scalar_Tensor",
-                  reject_bool_result("remainder", binary_fn(python_remainder)));
+                  reject_bool_result("remainder",
+                                     zero_divisor_checked(binary_fn(python_remainder))));
 TORCHTPU_LOWERING("aten::fmod.Tensor",
-                  reject_bool_result("fmod", binary_op("stablehlo.remainder")));
+                  reject_bool_result("fmod",
+                                     zero_divisor_checked(binary_op("stablehlo.remainder"))));
 TORCHTPU_LOWERING("aten::fmod.Scalar",
-                  reject_bool_result("fmod", binary_op("stablehlo.remainder")));
+                  reject_bool_result("fmod",
+                                     zero_divisor_checked(binary_op("stablehlo.remainder"))));
 // CPU has no bool pow kernel: promoted bool operands are rejected, not computed.
 LoweringFn reject_bool_pow(LoweringFn fn) {
   return [fn = std::move(fn)](LoweringContext& ctx) -> std::vector<Value> {
@@ -311,7 +357,8 @@ LoweringFn reject_bool_pow(LoweringFn fn) {
 }
 
 TORCHTPU_LOWERING("aten::pow.Tensor_Tensor", reject_bool_pow(binary_fn(pow_any)));
-TORCHTPU_LOWERING("aten::pow.Tensor_Scalar", reject_bool_pow(binary_fn(pow_tensor_scalar)));
+TORCHTPU_LOWERING("aten::pow.Tensor_Scalar",
+                  reject_bool_pow(negative_int_power_checked(binary_fn(pow_tensor_scalar))));
 TORCHTPU_LOWERING("aten::pow.Scalar", reject_bool_pow(binary_fn(pow_any)));
 TORCHTPU_LOWERING("aten::atan2", binary_op("stablehlo.atan2"));
 TORCHTPU_LOWERING("aten::maximum", binary_fn(max_nan));

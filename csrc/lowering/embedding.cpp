@@ -8,6 +8,7 @@
 #include <limits>
 #include <string>
 
+#include "lowering/checks.h"
 #include "lowering/lowering.h"
 
 namespace torchtpu::lowering {
@@ -38,6 +39,7 @@ std::vector<Value> lower_embedding(LoweringContext& ctx) {
   Value weight = ctx.tensor(0);
   Value indices = ctx.tensor(1);
   TORCH_CHECK(weight.rank() == 2, "'weight' must be 2-D");
+  check_indices(ctx, indices, 0, weight.shape()[0], "index out of range in self");
   if (out.numel() == 0) return {zeros(b, out)};
   int64_t d = weight.shape()[1];
   std::vector<int64_t> ishape = indices.shape();
@@ -160,6 +162,11 @@ std::vector<Value> lower_embedding_bag(LoweringContext& ctx) {
   const TensorType& out = ctx.out_type(0);
   int64_t count = out.shape.at(0), d = out.shape.at(1);
   TORCH_CHECK(indices.rank() == 1, "torchtpu lowering: _embedding_bag: expected 1-D indices");
+  int64_t num_weights = weight.shape().at(0);
+  check_indices(ctx, indices, 0, num_weights,
+                "an index of input takes value {} which is not in the valid range [0, " +
+                    std::to_string(num_weights) + ")",
+                /*index_error=*/false);
   ElementType acc = is_half(weight.dtype()) ? ElementType::kF32 : weight.dtype();
   Bags bags = bags_of(b, indices, offsets, count, padding_idx);
   int64_t n = bags.n;

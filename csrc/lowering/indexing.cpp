@@ -15,6 +15,7 @@
 #include <string>
 
 #include "aten/executor.h"
+#include "lowering/checks.h"
 #include "lowering/lowering.h"
 
 namespace torchtpu::lowering {
@@ -184,7 +185,14 @@ AdvancedIndex advanced_index(LoweringContext& ctx, const Value& x, size_t list_a
   std::vector<int64_t> cshape = ai.bshape;
   cshape.push_back(1);
   std::vector<Value> parts;
+  // _unsafe_index/_unsafe_index_put promise in-range indices (upsampling decompositions).
+  bool checked = ctx.schema().name().find("_unsafe") == std::string::npos;
   for (int64_t d : indexed) {
+    if (checked) {
+      check_dim_indices(ctx, *entries[static_cast<size_t>(d)], d, x.shape()[static_cast<size_t>(d)],
+                        /*allow_negative=*/true,
+                        /*index_error=*/true);
+    }
     Value idx = wrap_index(b, *entries[static_cast<size_t>(d)], x.shape()[static_cast<size_t>(d)]);
     parts.push_back(b.reshape(b.broadcast_to(idx, ai.bshape), cshape));
   }
@@ -238,9 +246,12 @@ Value put_masked(LoweringContext& ctx, Value x, size_t d, Value mask, Value valu
   FunctionBuilder& b = ctx.b;
   int64_t mr = mask.rank();
   for (int64_t i = 0; i < mr; ++i) {
-    TORCH_CHECK_INDEX(mask.shape()[static_cast<size_t>(i)] == x.shape()[d + static_cast<size_t>(i)],
-                      "The shape of the mask ", shlo::TensorType(mask.type).str(),
-                      " does not match the shape of the indexed tensor ", x.type.str());
+    TORCH_CHECK_INDEX(
+        d + static_cast<size_t>(i) < x.shape().size() &&
+            mask.shape()[static_cast<size_t>(i)] == x.shape()[d + static_cast<size_t>(i)],
+        "The shape of the mask ", c10::IntArrayRef(mask.shape()), " at index ", i,
+        " does not match the shape of the indexed tensor ", c10::IntArrayRef(x.shape()),
+        " at index ", d + static_cast<size_t>(i));
   }
   // x as (before..., M, after...) with the masked dims flattened into M.
   std::vector<int64_t> before(x.shape().begin(), x.shape().begin() + static_cast<int64_t>(d));
@@ -414,6 +425,8 @@ Value mean_of(FunctionBuilder& b, Value sum, Value count) {
 Value scatter_dim(LoweringContext& ctx, Value self, int64_t dim, Value index, Value src,
                   bool src_is_scalar, Reduce reduce, bool include_self) {
   FunctionBuilder& b = ctx.b;
+  check_dim_indices(ctx, index, dim, self.rank() == 0 ? 1 : self.shape()[static_cast<size_t>(dim)],
+                    /*allow_negative=*/false, /*index_error=*/false);
   if (index.type.numel() == 0) return self;
   bool scalar_self = self.rank() == 0;
   if (scalar_self) {
@@ -510,6 +523,12 @@ std::vector<Value> index_write(LoweringContext& ctx, Reduce reduce, bool include
   Value st = b.transpose(source, perm);
   Value xt = b.transpose(self, perm);
   int64_t size = self.shape()[static_cast<size_t>(dim)];
+  if (reduce == Reduce::kNone) {
+    check_dim_indices(ctx, index, dim, size, /*allow_negative=*/false, /*index_error=*/true,
+                      "index_copy_(): ");
+  } else {
+    check_indices(ctx, index, 0, size, "index out of range in self");
+  }
   Value idx = b.reshape(wrap_index(b, index, size), {k, 1});
   Value res;
   if (reduce == Reduce::kNone || reduce == Reduce::kSum) {
@@ -553,10 +572,15 @@ std::vector<Value> lower_masked_scatter(LoweringContext& ctx) {
   Value mask = b.broadcast_to(b.convert(ctx.tensor(1), ElementType::kPred), out.shape);
   Value source = ctx.tensor(2);
   int64_t n = out.numel(), m = source.type.numel();
-  if (n == 0 || m == 0) return {coerce(b, self, out)};
+  if (n == 0) return {coerce(b, self, out)};
   Value mf = b.reshape(mask, {n});
-  Value rank = b.sub(prefix_sum(b, b.convert(mf, ElementType::kS64)),
-                     b.constant_int(1, TensorType(ElementType::kS64, {n})));
+  Value count = prefix_sum(b, b.convert(mf, ElementType::kS64));
+  // The last prefix count is the number of selected positions.
+  Value selected = b.reshape(b.slice(count, {n - 1}, {n}, {1}), {});
+  check(ctx, b.compare(selected, b.constant_int(m, selected.type), CompareDirection::kLE),
+        "Number of elements of source < number of ones in mask", /*index_error=*/false);
+  if (m == 0) return {coerce(b, self, out)};
+  Value rank = b.sub(count, b.constant_int(1, TensorType(ElementType::kS64, {n})));
   rank = b.clamp(b.constant_int(0, TensorType(ElementType::kS64, {})), rank,
                  b.constant_int(m - 1, TensorType(ElementType::kS64, {})));
   Value src = b.reshape(b.convert(source, out.dtype), {m});
@@ -577,6 +601,7 @@ std::vector<Value> lower_index_fill(LoweringContext& ctx) {
   int64_t dim = wrap_dim(ctx.int_arg(1), r);
   int64_t size = x.shape()[static_cast<size_t>(dim)];
   int64_t k = index.type.numel();
+  check_dim_indices(ctx, index, dim, size, /*allow_negative=*/true, /*index_error=*/true);
   Value idx = wrap_index(b, b.reshape(index, {k}), size);
   TensorType grid(ElementType::kS64, {size, k});
   Value pos = b.iota(grid, 0);
@@ -595,8 +620,11 @@ std::vector<Value> lower_take(LoweringContext& ctx) {
   const TensorType& out = ctx.out_type();
   Value self = ctx.tensor(0);
   Value index = ctx.tensor(1);
-  if (out.numel() == 0) return {zeros(b, out)};
   int64_t n = self.type.numel();
+  check_indices(
+      ctx, index, -n, n,
+      "out of range: tried to access index {} on a tensor of " + std::to_string(n) + " elements.");
+  if (out.numel() == 0) return {zeros(b, out)};
   Value flat = b.reshape(self, {n});
   std::vector<int64_t> cshape = index.shape();
   cshape.push_back(1);
@@ -613,6 +641,9 @@ std::vector<Value> lower_put(LoweringContext& ctx) {
   Value self = ctx.tensor(0);
   Value index = ctx.tensor(1);
   int64_t n = self.type.numel(), k = index.type.numel();
+  check_indices(
+      ctx, index, -n, n,
+      "out of range: tried to access index {} on a tensor of " + std::to_string(n) + " elements.");
   if (k == 0 || n == 0) return {coerce(b, self, out)};
   Value flat = b.reshape(self, {n});
   Value idx = b.reshape(wrap_index(b, index, n), {k, 1});
@@ -666,8 +697,23 @@ void index_list_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) 
   c10::List<std::optional<at::Tensor>> indices = s[li].toOptionalTensorList();
   c10::List<std::optional<at::Tensor>> fixed;
   bool changed = false;
+  int64_t self_dim = 0;  // the dim of self the i-th index starts at
   for (size_t i = 0; i < indices.size(); ++i) {
     std::optional<at::Tensor> t = indices.get(i);
+    if (t && t->defined() && (t->scalar_type() == at::kBool || t->scalar_type() == at::kByte)) {
+      // A mask's shape is known on the host: checked here as the CPU does, before its nonzero
+      // coordinates (which would be silently clamped) exist.
+      for (int64_t j = 0; j < t->dim(); ++j) {
+        int64_t d = self_dim + j;
+        TORCH_CHECK_INDEX(d < self.dim() && t->size(j) == self.size(d), "The shape of the mask ",
+                          t->sizes(), " at index ", j,
+                          " does not match the shape of the indexed tensor ", self.sizes(),
+                          " at index ", d);
+      }
+      self_dim += t->dim();
+    } else {
+      self_dim += 1;
+    }
     if (t && t->defined() && t->device() != self.device() && t->dim() > 0) {
       t = t->to(self.device());
       changed = true;

@@ -159,22 +159,67 @@ std::vector<Value> lower_triangular_solve(LoweringContext& ctx) {
 
 // ---- Cholesky ----
 
-// Lower factor, upper triangle zeroed; info = 1 + the first column whose pivot is not
-// positive (XLA leaves NaN there), else 0.
+// Per batch element: whether the lower factor `l` of XLA's cholesky has a pivot that is not
+// positive (or NaN).
+Value factor_failed(FunctionBuilder& b, Value l) {
+  size_t r = static_cast<size_t>(l.rank());
+  Value rows = iota_s64(b, l.shape(), r - 2), cols = iota_s64(b, l.shape(), r - 1);
+  Value diag = sum_dim(b, b.select(eq(b, rows, cols), l, zeros(b, l.type)), r - 1);
+  Value bad = b.unary("stablehlo.not", b.compare(diag, zeros(b, diag.type), CompareDirection::kGT));
+  return b.reduce_simple(bad, b.constant(0, TensorType(ElementType::kPred, {})),
+                         {static_cast<int64_t>(r) - 2}, "stablehlo.or");
+}
+
+// LAPACK's info: the order of the first leading minor of `a` that is not positive-definite, per
+// batch element where `failed`, else 0. XLA's cholesky leaves the whole factor NaN on failure,
+// so the order is found by bisection: a's leading k x k block padded with the identity factors
+// iff that minor is positive-definite, which holds for every k below the first failure. A while
+// loop that makes no trip when nothing failed.
+Value first_failing_minor(FunctionBuilder& b, Value a, Value failed) {
+  const Shape& shape = a.shape();
+  size_t r = shape.size();
+  int64_t n = shape.back();
+  TensorType bt(ElementType::kS64, batch_of(shape));
+  Value lo = b.constant_int(0, bt);
+  Value hi = b.select(failed, b.constant_int(n, bt), b.constant_int(1, bt));
+  auto active = [](FunctionBuilder& fb, Value l, Value h) {
+    return fb.compare(fb.sub(h, l), fb.constant_int(1, h.type), CompareDirection::kGT);
+  };
+  auto any = [](FunctionBuilder& fb, Value p) {
+    if (p.rank() == 0) return p;
+    return fb.reduce_simple(p, fb.constant(0, TensorType(ElementType::kPred, {})),
+                            first_n(static_cast<size_t>(p.rank())), "stablehlo.or");
+  };
+  std::vector<Value> st = b.while_loop(
+      {a, lo, hi},
+      [&](FunctionBuilder& fb, const std::vector<Value>& v) -> std::vector<Value> {
+        return {any(fb, active(fb, v[1], v[2]))};
+      },
+      [&](FunctionBuilder& fb, const std::vector<Value>& v) -> std::vector<Value> {
+        Value m = v[0], l = v[1], h = v[2];
+        Value mid = fb.div(fb.add(l, h), fb.constant_int(2, l.type));
+        Value rows = iota_s64(fb, shape, r - 2), cols = iota_s64(fb, shape, r - 1);
+        Value k = from_batch(fb, mid, shape);
+        Value inside = land(fb, fb.compare(rows, k, CompareDirection::kLT),
+                            fb.compare(cols, k, CompareDirection::kLT));
+        Value eye_m = fb.convert(eq(fb, rows, cols), m.dtype());
+        Value padded = fb.select(inside, m, eye_m);
+        Value pd = fb.unary("stablehlo.not", factor_failed(fb, fb.op("stablehlo.cholesky", {padded},
+                                                                     padded.type, "lower = true")));
+        Value act = active(fb, l, h);
+        Value up = land(fb, act, pd);
+        Value down = land(fb, act, fb.unary("stablehlo.not", pd));
+        return {m, fb.select(up, mid, l), fb.select(down, mid, h)};
+      });
+  return b.select(failed, st[2], zeros(b, bt));
+}
+
+// Lower factor, upper triangle zeroed; info = the order of the first leading minor that is not
+// positive-definite, else 0 (LAPACK potrf's info, as the CPU reports it).
 std::pair<Value, Value> cholesky(FunctionBuilder& b, Value a, const TensorType& info_type) {
   Value l = b.op("stablehlo.cholesky", {a}, a.type, "lower = true");
   l = triangle(b, l, true);
-  size_t r = static_cast<size_t>(a.rank());
-  Value rows = iota_s64(b, a.shape(), r - 2), cols = iota_s64(b, a.shape(), r - 1);
-  Value diag = sum_dim(b, b.select(eq(b, rows, cols), l, zeros(b, l.type)), r - 1);
-  Shape vshape = drop(a.shape(), r - 1);
-  Value idx = iota_s64(b, vshape, r - 2);
-  Value bad = b.unary("stablehlo.not", b.compare(diag, zeros(b, diag.type), CompareDirection::kGT));
-  int64_t n = a.shape().back();
-  Value first = reduce_dim(b, b.select(bad, idx, b.constant_int(n, idx.type)), r - 2,
-                           "stablehlo.minimum", static_cast<double>(n));
-  Value info = b.select(eq(b, first, b.constant_int(n, first.type)), zeros(b, first.type),
-                        b.add(first, b.constant_int(1, first.type)));
+  Value info = first_failing_minor(b, a, factor_failed(b, l));
   return {l, coerce(b, info, info_type)};
 }
 

@@ -9,6 +9,7 @@
 #include <functional>
 #include <optional>
 
+#include "lowering/checks.h"
 #include "lowering/lowering.h"
 #include "lowering/strided.h"
 
@@ -53,6 +54,9 @@ std::vector<Value> nll_forward_core(LoweringContext& ctx, Value input, Value tar
   auto& b = ctx.b;
   int64_t reduction = ctx.int_arg(3);
   int64_t ignore = ctx.int_arg(4);
+  // A target outside the classes would select nothing and count as a zero loss.
+  check_indices(ctx, target, 0, input.shape().back(), "Target {} is out of bounds.",
+                /*index_error=*/true, ignore);
   Picked p = pick(ctx, input, target, 2, ignore);
   Value x = input.rank() == 2 ? input : b.reshape(input, {1, input.shape()[0]});
   int64_t n = x.shape()[0], c = x.shape()[1];

@@ -20,6 +20,7 @@
 #include <optional>
 #include <string>
 
+#include "lowering/checks.h"
 #include "lowering/lowering.h"
 #include "lowering/taps.h"
 
@@ -279,6 +280,16 @@ LoweringFn max_unpool(size_t nd) {
     Value x = ctx.tensor(0);
     const TensorType& out = ctx.out_type();
     size_t lead = static_cast<size_t>(out.rank()) - nd;
+    // An index past the plane would be dropped by the scatter.
+    int64_t plane = 1;
+    std::string sizes;
+    for (size_t i = lead; i < out.shape.size(); ++i) {
+      plane *= out.shape[i];
+      sizes += (i > lead ? "x" : "") + std::to_string(out.shape[i]);
+    }
+    check_indices(ctx, ctx.tensor(1), 0, plane,
+                  "Found an invalid max index: {} (output volumes are of size " + sizes + ")",
+                  /*index_error=*/false);
     return {coerce(ctx.b, scatter_planes(ctx.b, x, ctx.tensor(1), out, lead, false), out)};
   };
 }

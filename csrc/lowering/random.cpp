@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "lowering/checks.h"
 #include "lowering/lowering.h"
 #include "lowering/random_bits.h"
 
@@ -68,6 +69,10 @@ bool empty_result(LoweringContext& ctx, std::vector<Value>& result) {
 }
 
 std::vector<Value> lower_uniform(LoweringContext& ctx) {
+  // from/to are structural floats: checked on the host, as the CPU does.
+  TORCH_CHECK(ctx.double_arg(1) <= ctx.double_arg(2),
+              "uniform_ expects to return a [from, to) range, but found from=", ctx.double_arg(1),
+              " > to=", ctx.double_arg(2));
   std::vector<Value> r;
   if (empty_result(ctx, r)) return r;
   FunctionBuilder& b = ctx.b;
@@ -103,6 +108,21 @@ Value param(LoweringContext& ctx, const char* name, const TensorType& t) {
 }
 
 std::vector<Value> lower_normal(LoweringContext& ctx) {
+  size_t si = ctx.index_of("std");
+  if (ctx.arg(si).kind == LArg::Kind::kTensor) {
+    // A std tensor is data: a device-side check.
+    Value std = ctx.tensor(si);
+    if (std.type.numel() > 0) {
+      Value ok = ctx.b.compare(std, zeros(ctx.b, std.type), CompareDirection::kGE);
+      Value all = ctx.b.reduce_simple(ctx.b.reshape(ok, {std.type.numel()}),
+                                      ctx.b.constant(1, TensorType(ElementType::kPred, {})), {0},
+                                      "stablehlo.and");
+      check(ctx, all, "normal expects all elements of std >= 0.0", /*index_error=*/false);
+    }
+  } else {
+    TORCH_CHECK(ctx.double_arg(si) >= 0.0, "normal expects std >= 0.0, but found std ",
+                ctx.double_arg(si));
+  }
   std::vector<Value> r;
   if (empty_result(ctx, r)) return r;
   FunctionBuilder& b = ctx.b;
@@ -116,6 +136,26 @@ std::vector<Value> lower_normal(LoweringContext& ctx) {
 // Bernoulli draws: 1 where u < p. `p` is the float argument, a tensor argument, or self.
 LoweringFn bernoulli(const char* p_name) {
   return [p_name](LoweringContext& ctx) -> std::vector<Value> {
+    size_t pi = p_name ? ctx.index_of(p_name) : 0;
+    if (ctx.arg(pi).kind == LArg::Kind::kTensor) {
+      Value p = ctx.tensor(pi);
+      if (p.type.numel() > 0) {
+        FunctionBuilder& b = ctx.b;
+        Value flat = b.reshape(p, {p.type.numel()});
+        Value in =
+            b.binary("stablehlo.and", b.compare(flat, zeros(b, flat.type), CompareDirection::kGE),
+                     b.compare(flat, b.constant(1, flat.type), CompareDirection::kLE));
+        Value all = b.reduce_simple(in, b.constant(1, TensorType(ElementType::kPred, {})), {0},
+                                    "stablehlo.and");
+        check(ctx, all,
+              "Expected p_in >= 0 && p_in <= 1 to be true, but got false. (bernoulli: every "
+              "probability must be in [0, 1])",
+              /*index_error=*/false);
+      }
+    } else {
+      double p = ctx.double_arg(pi);
+      TORCH_CHECK(p >= 0 && p <= 1, "bernoulli_ expects p to be in [0, 1], but got p=", p);
+    }
     std::vector<Value> r;
     if (empty_result(ctx, r)) return r;
     FunctionBuilder& b = ctx.b;

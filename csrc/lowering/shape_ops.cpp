@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "lowering/checks.h"
 #include "lowering/lowering.h"
 
 namespace torchtpu::lowering {
@@ -251,8 +252,10 @@ std::vector<Value> lower_index_select(LoweringContext& ctx) {
   const TensorType& out = ctx.out_type();
   Value x = ctx.tensor(0);
   Value index = ctx.tensor(2);
+  int64_t dim = wrap_dim(ctx.int_arg(1), std::max<int64_t>(x.rank(), 1));
+  check_indices(ctx, index, 0, x.rank() == 0 ? 1 : x.shape()[static_cast<size_t>(dim)],
+                "index out of range in self");
   if (x.rank() == 0) return {b.reshape(x, out.shape)};
-  int64_t dim = wrap_dim(ctx.int_arg(1), x.rank());
   int64_t k = index.type.numel();
   if (out.numel() == 0) return {zeros(b, out)};
   Value idx = b.reshape(b.convert(index, ElementType::kS64), {k, 1});
@@ -271,10 +274,12 @@ std::vector<Value> lower_gather(LoweringContext& ctx) {
   const TensorType& out = ctx.out_type();
   Value x = ctx.tensor(0);
   Value index = ctx.tensor(2);
+  int64_t r = x.rank();
+  int64_t dim = wrap_dim(ctx.int_arg(1), std::max<int64_t>(r, 1));
+  check_dim_indices(ctx, index, dim, r == 0 ? 1 : x.shape()[static_cast<size_t>(dim)],
+                    /*allow_negative=*/false, /*index_error=*/false);
   if (out.numel() == 0) return {zeros(b, out)};
   if (x.rank() == 0) return {b.reshape(x, out.shape)};
-  int64_t r = x.rank();
-  int64_t dim = wrap_dim(ctx.int_arg(1), r);
   std::vector<int64_t> coord_shape = index.shape();
   coord_shape.push_back(1);
   TensorType coord_t(ElementType::kS64, coord_shape);

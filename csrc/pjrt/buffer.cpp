@@ -1,6 +1,7 @@
 #include <exception>
 #include <iostream>
 
+#include "pjrt/fork_state.h"
 #include "pjrt/pjrt.h"
 
 namespace torchtpu::pjrt {
@@ -9,7 +10,7 @@ Buffer::Buffer(std::shared_ptr<Plugin> plugin, PJRT_Buffer* buffer)
     : plugin_(std::move(plugin)), buffer_(buffer) {}
 
 Buffer::~Buffer() {
-  if (buffer_ == nullptr) return;
+  if (buffer_ == nullptr || in_forked_child()) return;
   PJRT_Buffer_Destroy_Args args{};
   args.struct_size = PJRT_Buffer_Destroy_Args_STRUCT_SIZE;
   args.buffer = buffer_;
@@ -54,6 +55,7 @@ PJRT_Device* Buffer::device() const {
 }
 
 std::unique_ptr<Event> Buffer::to_host_async(void* dst, size_t dst_size) const {
+  if (in_forked_child()) throw Error(forked_child_message());
   const std::vector<int64_t> dims = dimensions();
   const size_t elem = element_size(element_type());
   if (elem != 0) {
@@ -89,6 +91,7 @@ std::unique_ptr<Event> Buffer::to_host_async(void* dst, size_t dst_size) const {
 void Buffer::to_host(void* dst, size_t dst_size) const { to_host_async(dst, dst_size)->await(); }
 
 std::unique_ptr<Buffer> Buffer::copy_to_device(const Device& device) const {
+  if (in_forked_child()) throw Error(forked_child_message());
   PJRT_Buffer_CopyToDevice_Args args{};
   args.struct_size = PJRT_Buffer_CopyToDevice_Args_STRUCT_SIZE;
   args.buffer = buffer_;

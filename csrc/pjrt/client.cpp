@@ -1,6 +1,7 @@
 #include <exception>
 #include <iostream>
 
+#include "pjrt/fork_state.h"
 #include "pjrt/pjrt.h"
 
 namespace torchtpu::pjrt {
@@ -68,6 +69,7 @@ std::unique_ptr<Client> Client::create(std::shared_ptr<Plugin> plugin,
 }
 
 Client::~Client() {
+  if (in_forked_child()) return;
   devices_.clear();
   PJRT_Client_Destroy_Args args{};
   args.struct_size = PJRT_Client_Destroy_Args_STRUCT_SIZE;

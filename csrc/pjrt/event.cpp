@@ -1,6 +1,7 @@
 #include <exception>
 #include <iostream>
 
+#include "pjrt/fork_state.h"
 #include "pjrt/pjrt.h"
 
 namespace torchtpu::pjrt {
@@ -33,7 +34,7 @@ Event::Event(std::shared_ptr<Plugin> plugin, PJRT_Event* event)
     : plugin_(std::move(plugin)), event_(event) {}
 
 Event::~Event() {
-  if (event_ == nullptr) return;
+  if (event_ == nullptr || in_forked_child()) return;
   PJRT_Event_Destroy_Args args{};
   args.struct_size = PJRT_Event_Destroy_Args_STRUCT_SIZE;
   args.event = event_;
@@ -46,6 +47,7 @@ Event::~Event() {
 
 // A null event stands for work that finished synchronously, so it reads as ready and OK.
 bool Event::is_ready() const {
+  if (in_forked_child()) throw Error(forked_child_message());
   if (event_ == nullptr) return true;
   PJRT_Event_IsReady_Args args{};
   args.struct_size = PJRT_Event_IsReady_Args_STRUCT_SIZE;
@@ -55,6 +57,7 @@ bool Event::is_ready() const {
 }
 
 void Event::await() const {
+  if (in_forked_child()) throw Error(forked_child_message());
   if (event_ == nullptr) return;
   PJRT_Event_Await_Args await_args{};
   await_args.struct_size = PJRT_Event_Await_Args_STRUCT_SIZE;

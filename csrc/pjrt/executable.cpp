@@ -1,12 +1,14 @@
 #include <exception>
 #include <iostream>
 
+#include "pjrt/fork_state.h"
 #include "pjrt/pjrt.h"
 
 namespace torchtpu::pjrt {
 namespace {
 
 void destroy_loaded(const Plugin& plugin, PJRT_LoadedExecutable* executable) {
+  if (in_forked_child()) return;
   PJRT_LoadedExecutable_Destroy_Args args{};
   args.struct_size = PJRT_LoadedExecutable_Destroy_Args_STRUCT_SIZE;
   args.executable = executable;

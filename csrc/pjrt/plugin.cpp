@@ -3,8 +3,10 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
+#include <atomic>
 #include <string>
 
+#include "pjrt/fork_state.h"
 #include "pjrt/pjrt.h"
 
 namespace torchtpu::pjrt {
@@ -108,6 +110,17 @@ std::shared_ptr<Plugin> Plugin::load(const std::string& path) {
     }
   }
   return plugin;
+}
+
+namespace {
+std::atomic<bool> forked_child{false};
+}  // namespace
+
+void mark_forked_child() { forked_child.store(true); }
+bool in_forked_child() { return forked_child.load(std::memory_order_relaxed); }
+const char* forked_child_message() {
+  return "Cannot re-initialize tpu in forked subprocess. To use tpu with multiprocessing, you "
+         "must use the 'spawn' start method";
 }
 
 int Plugin::api_major() const { return api_->pjrt_api_version.major_version; }

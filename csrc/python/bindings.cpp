@@ -11,6 +11,8 @@
 #include "lowering/lowering.h"
 #include "profiler/profiler.h"
 #include "runtime/compile.h"
+#include "runtime/device_checks.h"
+#include "runtime/fork.h"
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
 
@@ -43,8 +45,10 @@ PYBIND11_MODULE(_C, m) {
   m.def(
       "_init", [] { runtime::get(); }, py::call_guard<py::gil_scoped_release>());
   m.def(
-      "_device_count", [] { return runtime::is_available() ? runtime::get().device_count() : 0; },
+      "_device_count", [] { return runtime::device_count(); },
       py::call_guard<py::gil_scoped_release>());
+  m.def("_in_bad_fork", &runtime::in_bad_fork);
+  m.def("_deferred_check_count", &runtime::deferred_check_count);
   m.def("_platform", [] { return runtime::get().platform(); });
   m.def("_plugin_path", [] { return runtime::get().plugin_path(); });
   m.def("_platform_version", [] { return runtime::get().client().platform_version(); });

@@ -111,7 +111,11 @@ bool write_all(int fd, const std::string& data) {
 bool make_dirs(const std::string& path) {
   if (path.empty()) return false;
   struct stat st;
-  if (stat(path.c_str(), &st) == 0) return S_ISDIR(st.st_mode);
+  if (stat(path.c_str(), &st) == 0) {
+    // A file where the folder should be: say so ("Not a directory"), not a stale errno.
+    if (!S_ISDIR(st.st_mode)) errno = ENOTDIR;
+    return S_ISDIR(st.st_mode);
+  }
   size_t slash = path.find_last_of('/');
   if (slash != std::string::npos && slash > 0 && !make_dirs(path.substr(0, slash))) return false;
   return mkdir(path.c_str(), 0755) == 0 || errno == EEXIST;

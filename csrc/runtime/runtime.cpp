@@ -1,9 +1,15 @@
 #include "runtime/runtime.h"
 
 #include <c10/util/Exception.h>
+#include <pthread.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdlib>
+#include <stdexcept>
+
+#include "pjrt/fork_state.h"
+#include "runtime/fork.h"
 
 namespace torchtpu::runtime {
 namespace {
@@ -16,13 +22,44 @@ std::atomic<Runtime*> instance{nullptr};
 std::string failure;
 bool tried = false;
 
+// fork() copies the runtime's memory but not the plugin's threads, so a child that used it
+// would wait forever on an event no thread will complete. The child instead forgets the
+// runtime and raises PyTorch's bad-fork error on use, as CUDA does.
+std::atomic<bool> bad_fork{false};
+int forked_device_count = 0;
+
+void forget_runtime_in_child() {
+  Runtime* rt = instance.load();
+  if (rt == nullptr) return;                 // never initialized: the child may initialize its own
+  forked_device_count = rt->device_count();  // a cached list: no plugin call
+  pjrt::mark_forked_child();
+  bad_fork.store(true);
+  instance.store(nullptr);
+}
+
+const bool atfork_registered = [] {
+  return pthread_atfork(nullptr, nullptr, forget_runtime_in_child) == 0;
+}();
+
 std::map<std::string, pjrt::Attribute> client_options(const std::string& path) {
   std::map<std::string, pjrt::Attribute> options;
   // The XLA CPU plugin exposes one device unless asked for more; several devices let
   // multi-device code be tested on any machine.
   if (path.find("cpu") != std::string::npos) {
     const char* n = std::getenv("TORCHTPU_CPU_DEVICE_COUNT");
-    options["cpu_device_count"] = static_cast<int64_t>(n ? std::atoll(n) : 4);
+    int64_t count = 4;
+    if (n != nullptr) {
+      // atoll would turn "abc" into 0 devices and "-1" into a plugin error naming nothing.
+      char* end = nullptr;
+      errno = 0;
+      long long v = std::strtoll(n, &end, 10);
+      if (end == n || *end != '\0' || errno != 0 || v < 1 || v > 4096) {
+        throw std::invalid_argument(std::string("TORCHTPU_CPU_DEVICE_COUNT='") + n +
+                                    "' is not a device count: expected an integer from 1 to 4096");
+      }
+      count = v;
+    }
+    options["cpu_device_count"] = count;
   }
   return options;
 }
@@ -44,6 +81,7 @@ const pjrt::Device& Runtime::device(int index) const {
 
 Runtime& get() {
   if (Runtime* rt = instance.load(std::memory_order_acquire)) return *rt;
+  TORCH_CHECK(!bad_fork.load(), pjrt::forked_child_message());
   std::lock_guard<std::mutex> g(init_mutex);
   if (Runtime* rt = instance.load()) return *rt;
   if (!tried) {
@@ -69,6 +107,7 @@ Runtime& get() {
 }
 
 bool is_available() {
+  if (bad_fork.load()) return forked_device_count > 0;
   try {
     return get().device_count() > 0;
   } catch (const std::exception&) {
@@ -82,6 +121,13 @@ std::string init_error() {
 }
 
 bool is_initialized() { return instance.load() != nullptr; }
+
+bool in_bad_fork() { return bad_fork.load(); }
+
+int device_count() {
+  if (bad_fork.load()) return forked_device_count;
+  return is_available() ? get().device_count() : 0;
+}
 
 bool launch_blocking() {
   static const bool on = [] {

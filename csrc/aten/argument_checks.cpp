@@ -1,0 +1,153 @@
+// Argument checks the CPU kernels make on values the host already knows, raised at the call
+// as on the CPU. A Scalar's value is a runtime argument of the program (never part of its
+// signature), so a lowering cannot check it: it sees the value of the first call only. These
+// kernels check on every call, then run the op through the ordinary tpu kernel. Values that
+// live on the device are checked there instead (lowering/checks.h).
+#include <ATen/ATen.h>
+#include <ATen/Dispatch_v2.h>
+#include <c10/util/Exception.h>
+#include <torch/library.h>
+
+#include <optional>
+
+#include "aten/executor.h"
+
+namespace torchtpu::aten {
+namespace {
+
+std::optional<c10::IValue> arg_named(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
+                                     const char* name) {
+  const auto& schema = op.schema();
+  auto i = schema.argumentIndexWithName(name);
+  if (!i) return std::nullopt;
+  return stack[stack.size() - schema.arguments().size() + *i];
+}
+
+// The value of a divisor/exponent the host holds: a Scalar, or a 0-d CPU tensor (a Python number
+// wrapped by the arg parser). nullopt for device tensors.
+std::optional<c10::Scalar> host_value(const c10::IValue& v) {
+  if (v.isScalar()) return v.toScalar();
+  if (v.isTensor()) {
+    const at::Tensor& t = v.toTensor();
+    if (t.defined() && t.device().is_cpu() && t.dim() == 0) return t.item();
+  }
+  return std::nullopt;
+}
+
+at::ScalarType result_type_of(const at::Tensor& self, const c10::IValue& other) {
+  if (other.isTensor()) return at::result_type(self, other.toTensor());
+  return at::result_type(self, other.toScalar());
+}
+
+// Integer division and remainder by zero (floor_divide, div with rounding_mode, remainder,
+// fmod): the CPU raises "ZeroDivisionError" (a RuntimeError); XLA returns -1 or the dividend.
+void zero_division_checked(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  auto self = arg_named(op, *stack, "self");
+  auto other = arg_named(op, *stack, "other");
+  auto mode = arg_named(op, *stack, "rounding_mode");
+  bool integer_division = !mode || !mode->isNone();
+  if (integer_division && self && other && self->isTensor()) {
+    auto divisor = host_value(*other);
+    if (divisor && c10::isIntegralType(result_type_of(self->toTensor(), *other),
+                                       /*includeBool=*/false)) {
+      TORCH_CHECK(!(divisor->isIntegral(/*includeBool=*/false) && divisor->toLong() == 0),
+                  "ZeroDivisionError");
+    }
+  }
+  tpu_boxed_kernel(op, stack);
+}
+
+// Integer tensors to a negative integer Scalar power: the CPU refuses (1/2 is 0 in integers).
+void pow_checked(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  auto self = arg_named(op, *stack, "self");
+  auto exponent = arg_named(op, *stack, "exponent");
+  if (self && exponent && self->isTensor() && exponent->isScalar()) {
+    c10::Scalar e = exponent->toScalar();
+    TORCH_CHECK(!(c10::isIntegralType(self->toTensor().scalar_type(), /*includeBool=*/false) &&
+                  e.isIntegral(/*includeBool=*/false) && e.toLong() < 0),
+                "Integers to negative integer powers are not allowed.");
+  }
+  tpu_boxed_kernel(op, stack);
+}
+
+// Fill values that do not fit the tensor's dtype (torch.full((2,), 300, dtype=torch.uint8)):
+// the CPU's checked conversion raises "value cannot be converted to type uint8_t without
+// overflow"; the device would wrap the value around.
+void fill_value_checked(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  auto self = arg_named(op, *stack, "self");
+  auto value = arg_named(op, *stack, "value");
+  if (self && value && self->isTensor() && value->isScalar()) {
+    c10::Scalar v = value->toScalar();
+    AT_DISPATCH_V2(self->toTensor().scalar_type(), "fill_",
+                   AT_WRAP([&] { (void)v.to<scalar_t>(); }), AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX),
+                   at::kBool, at::kHalf, at::kBFloat16, AT_EXPAND(AT_BAREBONES_UNSIGNED_TYPES));
+  }
+  tpu_boxed_kernel(op, stack);
+}
+
+// Distribution parameters given as Python floats: the CPU's checks and wording.
+void distribution_checked(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const std::string& name = op.schema().name();
+  if (name == "aten::normal_" || name == "aten::normal") {
+    auto std_dev = arg_named(op, *stack, "std");
+    if (std_dev && std_dev->isDouble()) {
+      TORCH_CHECK(std_dev->toDouble() >= 0.0, "normal expects std >= 0.0, but found std ",
+                  std_dev->toDouble());
+    }
+  } else if (name == "aten::uniform_") {
+    double from = arg_named(op, *stack, "from")->toDouble();
+    double to = arg_named(op, *stack, "to")->toDouble();
+    TORCH_CHECK(from <= to, "uniform_ expects to return a [from, to) range, but found from=", from,
+                " > to=", to);
+  } else {
+    auto p = arg_named(op, *stack, "p");
+    if (p && p->isDouble()) {
+      TORCH_CHECK(p->toDouble() >= 0 && p->toDouble() <= 1,
+                  "bernoulli_ expects p to be in [0, 1], but got p=", p->toDouble());
+    }
+  }
+  tpu_boxed_kernel(op, stack);
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  for (const char* name : {"normal_", "normal.Tensor_float", "normal.Tensor_float_out", "uniform_",
+                           "bernoulli_.float", "bernoulli.p"}) {
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&distribution_checked>());
+  }
+  for (const char* name : {"floor_divide",
+                           "floor_divide.Scalar",
+                           "floor_divide.out",
+                           "floor_divide_.Tensor",
+                           "floor_divide_.Scalar",
+                           "div.Tensor_mode",
+                           "div.Scalar_mode",
+                           "div.out_mode",
+                           "div_.Tensor_mode",
+                           "div_.Scalar_mode",
+                           "remainder.Tensor",
+                           "remainder.Scalar",
+                           "remainder.Tensor_out",
+                           "remainder_.Tensor",
+                           "remainder_.Scalar",
+                           "fmod.Tensor",
+                           "fmod.Scalar",
+                           "fmod.Tensor_out",
+                           "fmod_.Tensor",
+                           "fmod_.Scalar",
+                           "remainder.Scalar_out",
+                           "fmod.Scalar_out",
+                           "floor_divide.Scalar_out",
+                           "div.Scalar_mode_out"}) {
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&zero_division_checked>());
+  }
+  for (const char* name : {"pow.Tensor_Scalar", "pow.Tensor_Scalar_out", "pow_.Scalar"}) {
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&pow_checked>());
+  }
+  for (const char* name :
+       {"fill_.Scalar", "fill.Scalar", "masked_fill.Scalar", "masked_fill_.Scalar"}) {
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&fill_value_checked>());
+  }
+}
+
+}  // namespace
+}  // namespace torchtpu::aten
