@@ -93,3 +93,18 @@ def run_python(start_python):
         return start_python(code, timeout=timeout, **env).wait(check)
 
     return run
+
+
+@pytest.fixture
+def fresh_dynamo():
+    """Dynamo's caches reset before and after the test, so each test compiles its own graphs."""
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def new_graphs(before) -> dict:
+    """Compiled tpu graphs (name -> graph_metrics entry) that are not among `before`'s names."""
+    from torchtpu import _dynamo as tpu_dynamo
+
+    return {k: v for k, v in tpu_dynamo.graph_metrics().items() if k not in before}

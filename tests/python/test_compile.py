@@ -11,20 +11,13 @@ import torch
 import torch.nn as nn
 
 import torchtpu
+from conftest import new_graphs
 from torchtpu import _dynamo as tpu_dynamo
 
 DEV = "tpu"
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
-
-
-def _new_graphs(before):
-    return {k: v for k, v in tpu_dynamo.graph_metrics().items() if k not in before}
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 
 def test_backend_is_registered():
@@ -46,7 +39,7 @@ def test_compiled_mlp_forward_and_backward_match_eager():
     out_e.sum().backward()
     for gc, p in zip(grads_c, model.parameters()):
         torch.testing.assert_close(gc, p.grad.cpu())
-    graphs = _new_graphs(before)
+    graphs = new_graphs(before)
     assert graphs and all("eager_reason" not in g for g in graphs.values()), graphs
 
 
@@ -98,7 +91,7 @@ def test_compiled_train_step_matches_eager_over_steps_and_lr_change_does_not_rec
             compiled_after_warmup = torchtpu.metrics()["programs_compiled"]
     for pe, pc in zip(m_e.parameters(), m_c.parameters()):
         torch.testing.assert_close(pc.cpu(), pe.cpu(), rtol=1e-5, atol=1e-6)
-    graphs = _new_graphs(before)
+    graphs = new_graphs(before)
     assert graphs and all("eager_reason" not in g for g in graphs.values()), graphs
     # Steady state (including the learning-rate change) compiles nothing: only the eager
     # baseline's own ops could, and those were warm after step 2 as well.
@@ -126,7 +119,7 @@ def test_unsupported_graph_runs_eagerly_with_a_reason():
     before = set(tpu_dynamo.graph_metrics())
     out = torch.compile(f, backend="tpu")(x)
     torch.testing.assert_close(out.cpu(), f(x.cpu()), rtol=1e-4, atol=1e-5)
-    graphs = _new_graphs(before)
+    graphs = new_graphs(before)
     assert any("eager_reason" in g for g in graphs.values()), graphs
 
 
@@ -165,5 +158,5 @@ def test_graph_with_empty_permuted_compiles():
     before = set(tpu_dynamo.graph_metrics())
     out = torch.compile(f, backend="tpu")(x.to(DEV))
     torch.testing.assert_close(out.cpu(), f(x))
-    graphs = _new_graphs(before)
+    graphs = new_graphs(before)
     assert graphs and not any("eager_reason" in g for g in graphs.values()), graphs

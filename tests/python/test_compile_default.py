@@ -10,6 +10,7 @@ import torch
 import torch.nn as nn
 
 import torchtpu
+from conftest import new_graphs
 from torchtpu import _dynamo as tpu_dynamo
 
 DEV = "tpu"
@@ -22,19 +23,11 @@ TOL = {torch.float32: dict(atol=1e-4, rtol=1e-4), torch.bfloat16: dict(atol=3e-2
 ADAM_HALF_TOL = dict(atol=2e-2, rtol=2e-2)
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
-
-
-def _new_graphs(before):
-    return {k: v for k, v in tpu_dynamo.graph_metrics().items() if k not in before}
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 
 def _assert_compiled_natively(before):
-    graphs = _new_graphs(before)
+    graphs = new_graphs(before)
     assert graphs, "no tpu graph was compiled: torch.compile did not reach torchtpu's backend"
     assert all("eager_reason" not in g for g in graphs.values()), graphs
 
@@ -59,14 +52,14 @@ def test_cpu_graphs_still_go_to_inductor(monkeypatch):
     f = torch.compile(lambda x: torch.sin(x) + 1)
     x = torch.randn(5)
     torch.testing.assert_close(f(x), torch.sin(x) + 1)
-    assert calls and not _new_graphs(before)
+    assert calls and not new_graphs(before)
 
 
 def test_graph_creating_tpu_tensors_without_tpu_inputs():
     f = torch.compile(lambda n: torch.arange(n, device=DEV, dtype=torch.float32).cumsum(0))
     before = set(tpu_dynamo.graph_metrics())
     torch.testing.assert_close(f(6).cpu(), torch.arange(6.0).cumsum(0))
-    assert _new_graphs(before)
+    assert new_graphs(before)
 
 
 def test_dynamic_batch_sizes_match_cpu_and_repeat_without_recompiling():
@@ -149,7 +142,7 @@ def test_compiled_optimizer_step_with_default_backend():
             opt.zero_grad()
             ((model(xx) - yy) ** 2).mean().backward()
             do_step()
-    assert _new_graphs(before)
+    assert new_graphs(before)
     for p_cpu, p_tpu in zip(m_cpu.parameters(), m_tpu.parameters()):
         torch.testing.assert_close(p_tpu.cpu(), p_cpu, atol=1e-5, rtol=1e-5)
 

@@ -425,13 +425,6 @@ def test_complex_half_is_a_clear_error():
 
 # ---- torch.compile with Python complex constants ----
 
-@pytest.fixture
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
-
-
 COMPILED = {
     "mul_j": lambda z: z * 0.5j,
     "add_complex": lambda z: z + (1 + 2j),
