@@ -101,21 +101,52 @@ def test_threads_racing_on_one_new_signature_compile_once():
         assert_close(o.cpu(), torch.atan2(a, b))
 
 
+GRAPH_RACE = """
+import threading
+import torch, torchtpu
+from torch.testing import assert_close
+
+
 def graph_compiles():
     return sum(v.get("compiles", 0) for v in torchtpu._dynamo.graph_metrics().values())
 
 
-def test_threads_racing_on_one_new_graph_signature_compile_once():
-    f = torch.compile(lambda x: torch.cos(x) * 3 - x, backend="tpu", dynamic=False)
-    x = torch.randn(41, 3)
-    f(x.to("tpu"))
-    torch.tpu.synchronize()
-    # The same shape and strides (no new Dynamo graph) over a storage of other dims: a new
-    # program signature for the same compiled graph.
-    xv = x.reshape(-1).to("tpu").view(41, 3)
-    before = graph_compiles()
-    outs = racing(lambda: f(xv))
-    torch.tpu.synchronize()
-    assert graph_compiles() - before == 1
-    for o in outs:
-        assert_close(o.cpu(), torch.cos(x) * 3 - x)
+f = torch.compile(lambda x: torch.cos(x) * 3 - x, backend="tpu", dynamic=False)
+x = torch.randn(41, 3)
+f(x.to("tpu"))
+torch.tpu.synchronize()
+# The same shape and strides (no new Dynamo graph) over a storage of other dims: a new program
+# signature for the same compiled graph.
+xv = x.reshape(-1).to("tpu").view(41, 3)
+before = graph_compiles()
+barrier = threading.Barrier(8)
+outs, errors = [None] * 8, []
+
+
+def run(k):
+    try:
+        barrier.wait()
+        outs[k] = f(xv)
+    except Exception as e:
+        errors.append(e)
+
+
+ts = [threading.Thread(target=run, args=(k,)) for k in range(8)]
+for t in ts:
+    t.start()
+for t in ts:
+    t.join(timeout=300)
+assert not errors, errors
+torch.tpu.synchronize()
+for o in outs:
+    assert_close(o.cpu(), torch.cos(x) * 3 - x)
+print("COMPILES", graph_compiles() - before)
+"""
+
+
+def test_threads_racing_on_one_new_graph_signature_compile_once(run_python):
+    # In a fresh interpreter: in the full suite, state other tests leave behind made Dynamo
+    # recompile the graph once per racing thread ("runtime guards failed even though they passed
+    # during recompilation-reason analysis"), which is Dynamo's behaviour, not our cache's.
+    proc = run_python(GRAPH_RACE, timeout=300)
+    assert "COMPILES 1" in proc.stdout, proc.stdout + proc.stderr
