@@ -58,6 +58,11 @@ from . import _inductor_route  # noqa: E402
 
 _inductor_route.install()
 
+# Multi-process Accelerate / Trainer on tpu (Accelerate has no entry for our c10d backend).
+from . import _accelerate  # noqa: E402
+
+_accelerate.install()
+
 from .device import device_count, is_available  # noqa: E402
 from .kernels import jax_op, stablehlo_op  # noqa: E402
 

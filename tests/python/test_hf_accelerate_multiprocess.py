@@ -1,0 +1,120 @@
+"""An unchanged Transformers Trainer across 2 processes on tpu: Accelerate runs it with DDP over
+torchtpu's c10d backend (see torchtpu/_accelerate.py), not as two processes training alone.
+
+Two ranks start as fresh interpreters the way torchrun starts them (RANK, LOCAL_RANK,
+WORLD_SIZE, MASTER_ADDR/PORT in the environment), each with one tpu device, as a host that gives
+each process its own chip. Each rank trains a tiny Llama with `per_device_train_batch_size=8` on
+a 16-sample dataset, so every optimizer step averages the gradients of the whole dataset over
+the two ranks, whatever order the sampler draws. The reference is one CPU process training the
+same model with a batch of 16. Without the integration each rank would train on its own half,
+Accelerate would report one process, and the parameters would differ from the reference.
+
+Tolerances as in test_hf_trainer: float32, XLA accumulates in a different order than CPU ATen,
+and DDP averages two half-batch gradients where the CPU takes one mean.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import socket
+import sys
+
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("accelerate")
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+STEPS = 3
+
+
+def _model_and_data():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
+                      num_key_value_heads=2, vocab_size=128, intermediate_size=64,
+                      max_position_embeddings=32)
+    model = LlamaForCausalLM(cfg)
+    g = torch.Generator().manual_seed(1)
+    data = []
+    for _ in range(16):
+        ids = torch.randint(0, 128, (8,), generator=g)
+        data.append({"input_ids": ids, "labels": ids})
+    return model, data
+
+
+def _train(model, data, out_dir, batch_size, use_cpu):
+    from transformers import Trainer, TrainingArguments
+
+    args = TrainingArguments(output_dir=str(out_dir), max_steps=STEPS,
+                             per_device_train_batch_size=batch_size, learning_rate=1e-2,
+                             logging_steps=1, report_to="none", save_strategy="no", seed=0,
+                             use_cpu=use_cpu, disable_tqdm=True, max_grad_norm=1.0)
+    trainer = Trainer(model=model, args=args, train_dataset=data)
+    trainer.train()
+    return trainer
+
+
+def _rank_main(out_dir: str) -> None:
+    """Runs in each spawned rank."""
+    import torchtpu  # noqa: F401  (importing torch autoloads it too)
+
+    model, data = _model_and_data()
+    trainer = _train(model, data, out_dir, batch_size=8, use_cpu=False)
+    acc = trainer.accelerator
+    rank = acc.process_index
+    facts = dict(num_processes=acc.num_processes, device=str(acc.device),
+                 backend=acc.state.backend, distributed_type=str(acc.distributed_type),
+                 wrapped=type(trainer.model_wrapped).__name__,
+                 losses=[h["loss"] for h in trainer.state.log_history if "loss" in h],
+                 params={k: v.detach().cpu() for k, v in trainer.model.named_parameters()})
+    torch.save(facts, os.path.join(out_dir, f"rank{rank}.pt"))
+    print(f"rank {rank} ok", flush=True)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_trainer_on_two_processes_is_data_parallel_and_matches_one_cpu_process(start_python,
+                                                                               tmp_path):
+    port = str(_free_port())
+    code = (f"import sys; sys.path.insert(0, {HERE!r}); "
+            f"import test_hf_accelerate_multiprocess as t; t._rank_main({str(tmp_path)!r})")
+    procs = [start_python(code, timeout=300, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE="2",
+                          LOCAL_WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=port,
+                          TORCHTPU_CPU_DEVICE_COUNT="1", GLOO_SOCKET_IFNAME="lo")
+             for r in range(2)]
+    for r, p in enumerate(procs):
+        res = p.wait()
+        assert f"rank {r} ok" in res.stdout, res.stdout + res.stderr
+
+    model, data = _model_and_data()
+    reference = _train(copy.deepcopy(model), data, tmp_path / "cpu", batch_size=16, use_cpu=True)
+    ref_losses = torch.tensor([h["loss"] for h in reference.state.log_history if "loss" in h])
+    ref_params = dict(reference.model.named_parameters())
+
+    ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(2)]
+    for facts in ranks:
+        assert facts["num_processes"] == 2
+        assert facts["device"] == "tpu:0"
+        assert facts["backend"] == "tpu"
+        assert facts["wrapped"] == "DistributedDataParallel"
+        assert len(facts["losses"]) == STEPS
+        # The logged loss is the mean over both ranks: the whole dataset's loss.
+        torch.testing.assert_close(torch.tensor(facts["losses"]), ref_losses, rtol=1e-4, atol=1e-5)
+        for name, p in facts["params"].items():
+            torch.testing.assert_close(p, ref_params[name].detach(), rtol=1e-3, atol=1e-4,
+                                       msg=lambda m, name=name: f"parameter {name}: {m}")
+    # DDP keeps the replicas identical.
+    for name, p in ranks[0]["params"].items():
+        torch.testing.assert_close(ranks[1]["params"][name], p, rtol=0, atol=0)
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q"]))

@@ -1,0 +1,142 @@
+"""Multi-process Hugging Face Accelerate (and so the Trainer) on tpu.
+
+Accelerate 1.16 finds the tpu device through `torch.accelerator` and runs one process on it
+unchanged. Launched by torchrun, though, it looks the device type up in its table of
+distributed backends (`accelerate.utils.constants.TORCH_DISTRIBUTED_BACKENDS`: cuda, xpu, npu,
+hpu, ...), finds no "tpu" there, and quietly sets `DistributedType.NO`: every process trains
+alone on its own data shard, with no error and no gradient averaging. That is silently wrong,
+so torchtpu fills the gap.
+
+What it changes, only when `accelerate.state` is imported and only for tpu: under a launcher
+(`LOCAL_RANK` set) with tpu as the accelerator and no `cpu=True`, `PartialState` initialises
+torch.distributed with torchtpu's c10d backend (`"tpu"`) and reports the generic multi-device
+type `MULTI_GPU` -- the type under which Accelerate wraps the model in
+`DistributedDataParallel`, shards dataloaders, and gathers and reduces across processes
+without calling any CUDA API -- and the process's device is `torchtpu.distributed.
+local_device()` (`tpu:<LOCAL_RANK>` when the process sees several tpu devices, else `tpu:0`).
+When each process sees one device (a host giving each process its own chip), `prepare_model`
+builds `DistributedDataParallel` without `device_ids`, as for a CPU module: Accelerate passes
+`device_ids=[LOCAL_RANK]`, which names a device that process does not have (Accelerate does the
+same for hpu). Nothing else of Accelerate is touched.
+
+The upstream change that makes this unnecessary: a `"tpu": "tpu"` entry in
+`TORCH_DISTRIBUTED_BACKENDS` plus a `MULTI_TPU` member in `DistributedType` that joins the
+generic multi-device lists (as `MULTI_HPU` and `MULTI_NEURON` did). Transformers already maps
+"tpu" to the "tpu_dist" backend in `transformers.distributed.utils`.
+
+TORCHTPU_PATCH_ACCELERATE=0 leaves Accelerate untouched.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import os
+import sys
+
+import torch
+
+_BACKENDS = ("tpu", "tpu_dist")
+
+
+def enabled() -> bool:
+    return os.environ.get("TORCHTPU_PATCH_ACCELERATE", "1") != "0"
+
+
+def _tpu_is_the_accelerator() -> bool:
+    accelerator = torch.accelerator.current_accelerator()
+    return accelerator is not None and accelerator.type == "tpu"
+
+
+def _patch(state_module) -> None:
+    partial_state = state_module.PartialState
+    if getattr(partial_state, "_torchtpu_patched", False):
+        return
+    distributed_type = state_module.DistributedType
+    original_prepare_backend = partial_state._prepare_backend
+    original_set_device = partial_state.set_device
+
+    def _prepare_backend(self, cpu=False, sagemaker_dp=False, backend=None):
+        launched = int(os.environ.get("LOCAL_RANK", -1)) != -1
+        if (launched and not cpu and not sagemaker_dp and backend in (None, *_BACKENDS)
+                and _tpu_is_the_accelerator()):
+            import torchtpu.distributed  # noqa: F401  (registers the c10d backend)
+
+            return backend or "tpu", distributed_type.MULTI_GPU
+        return original_prepare_backend(self, cpu, sagemaker_dp, backend)
+
+    def set_device(self):
+        if self.device is None and self.backend in _BACKENDS:
+            import torchtpu.distributed
+
+            self.device = torchtpu.distributed.local_device()
+            torch.tpu.set_device(self.device)
+            return
+        original_set_device(self)
+
+    partial_state._prepare_backend = _prepare_backend
+    partial_state.set_device = set_device
+    partial_state._torchtpu_patched = True
+
+
+def _patch_accelerator(accelerator_module) -> None:
+    accelerator_class = accelerator_module.Accelerator
+    if getattr(accelerator_class, "_torchtpu_patched", False):
+        return
+    original_prepare_model = accelerator_class.prepare_model
+
+    def prepare_model(self, model, device_placement=None, evaluation_mode=False):
+        device = self.state.device
+        one_device_per_process = (self.state.backend in _BACKENDS and device is not None
+                                  and device.index != self.local_process_index)
+        if not one_device_per_process:
+            return original_prepare_model(self, model, device_placement, evaluation_mode)
+        # Accelerate's switch for "build DDP without device_ids"; set only for this call.
+        key = "ACCELERATE_BYPASS_DEVICE_MAP"
+        saved = os.environ.get(key)
+        os.environ[key] = "true"
+        try:
+            return original_prepare_model(self, model, device_placement, evaluation_mode)
+        finally:
+            if saved is None:
+                del os.environ[key]
+            else:
+                os.environ[key] = saved
+
+    accelerator_class.prepare_model = prepare_model
+    accelerator_class._torchtpu_patched = True
+
+
+_PATCHES = {"accelerate.state": _patch, "accelerate.accelerator": _patch_accelerator}
+
+
+class _PatchAfterImport(importlib.abc.MetaPathFinder):
+    """Patches an Accelerate module right after it executes, whenever it is first imported."""
+
+    def find_spec(self, name, path, target=None):
+        patch = _PATCHES.get(name)
+        if patch is None:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path, target)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        loader = spec.loader
+        original_exec = loader.exec_module
+
+        def exec_module(module):
+            original_exec(module)
+            patch(module)
+
+        loader.exec_module = exec_module
+        return spec
+
+
+def install() -> None:
+    if not enabled():
+        return
+    for name, patch in _PATCHES.items():
+        module = sys.modules.get(name)
+        if module is not None:
+            patch(module)
+    if not any(isinstance(f, _PatchAfterImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _PatchAfterImport())
