@@ -109,3 +109,10 @@ def _quiesce_autograd_device_threads() -> None:
 import atexit  # noqa: E402
 
 atexit.register(_quiesce_autograd_device_threads)
+
+
+def compile_step(fn, *owners):
+    """One XLA program per training step; see torchtpu._compile_step."""
+    from ._compile_step import compile_step as _compile_step
+
+    return _compile_step(fn, *owners)
