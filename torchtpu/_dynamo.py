@@ -58,6 +58,9 @@ def _decompositions():
                aten.index_add.default, aten.index_copy.default, aten.index_fill.int_Scalar,
                aten.index_fill.int_Tensor, aten.max_unpool2d.default, aten.max_unpool3d.default):
         decomps.pop(op, None)
+    # bernoulli(p) decomposes to rand_like(p) < p, which drops the CPU kernel's check that every
+    # p is in [0, 1]; the lowering checks it on the device.
+    decomps.pop(aten.bernoulli.default, None)
     return decomps
 
 

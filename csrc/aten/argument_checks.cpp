@@ -4,13 +4,13 @@
 // kernels check on every call, then run the op through the ordinary tpu kernel. Values that
 // live on the device are checked there instead (lowering/checks.h).
 #include <ATen/ATen.h>
-#include <ATen/Dispatch_v2.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
 #include <optional>
 
 #include "aten/executor.h"
+#include "lowering/scalar_fits.h"
 
 namespace torchtpu::aten {
 namespace {
@@ -77,10 +77,7 @@ void fill_value_checked(const c10::OperatorHandle& op, torch::jit::Stack* stack)
   auto self = arg_named(op, *stack, "self");
   auto value = arg_named(op, *stack, "value");
   if (self && value && self->isTensor() && value->isScalar()) {
-    c10::Scalar v = value->toScalar();
-    AT_DISPATCH_V2(self->toTensor().scalar_type(), "fill_",
-                   AT_WRAP([&] { (void)v.to<scalar_t>(); }), AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX),
-                   at::kBool, at::kHalf, at::kBFloat16, AT_EXPAND(AT_BAREBONES_UNSIGNED_TYPES));
+    lowering::check_scalar_fits(value->toScalar(), self->toTensor().scalar_type());
   }
   tpu_boxed_kernel(op, stack);
 }

@@ -9,6 +9,7 @@
 
 #include "lowering/elementwise_util.h"
 #include "lowering/lowering.h"
+#include "lowering/scalar_fits.h"
 
 namespace torchtpu::lowering {
 namespace {
@@ -69,6 +70,7 @@ std::vector<Value> lower_where(LoweringContext& ctx) {
 
 std::vector<Value> lower_masked_fill(LoweringContext& ctx) {
   ElementType ct = ctx.out_type().dtype;
+  check_scalar_arg_fits(ctx.arg(2), ct);
   Value mask = operand(ctx, 1, ElementType::kPred);
   return {ctx.b.select(mask, operand(ctx, 2, ct), operand(ctx, 0, ct))};
 }

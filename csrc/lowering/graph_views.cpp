@@ -2,6 +2,7 @@
 // over shared storage and never reach a lowering; in a functional FX graph they are values,
 // so they lower to reshape/transpose/broadcast/slice. Registered as graph-only entries.
 #include "lowering/lowering.h"
+#include "lowering/scalar_fits.h"
 #include "lowering/strided.h"
 
 namespace torchtpu::lowering {
@@ -146,6 +147,7 @@ std::vector<Value> to_copy(LoweringContext& ctx) {
 // Factories inside graphs: their shape is the graph's (structure), their fill value a value.
 LoweringFn fill_with_arg(size_t index) {
   return [index](LoweringContext& ctx) -> std::vector<Value> {
+    check_scalar_arg_fits(ctx.arg(index), ctx.out_type().dtype);
     return {coerce(ctx.b, ctx.tensor(index), ctx.out_type())};
   };
 }
@@ -279,6 +281,8 @@ TORCHTPU_GRAPH_LOWERING("aten::diagonal", diagonal);
 TORCHTPU_GRAPH_LOWERING("aten::split_with_sizes", split_with_sizes);
 TORCHTPU_GRAPH_LOWERING("aten::unbind.int", unbind);
 TORCHTPU_GRAPH_LOWERING("aten::_to_copy", to_copy);
+// PyTorch's reference decompositions (isclose, lcm, renorm...) cast with the prim.
+TORCHTPU_GRAPH_LOWERING("prims::convert_element_type", to_copy);
 
 }  // namespace
 }  // namespace torchtpu::lowering

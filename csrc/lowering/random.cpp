@@ -12,14 +12,18 @@
 #include "lowering/checks.h"
 #include "lowering/lowering.h"
 #include "lowering/random_bits.h"
+#include "lowering/sorting.h"
 
 namespace torchtpu::lowering {
 namespace {
 
 using shlo::CompareDirection;
 
-// The op's Generator argument: its (seed, offset) state as a runtime value.
-Value generator_state(const LoweringContext& ctx) {
+// The op's Generator argument: its (seed, offset) state as a runtime value. Factory forms
+// without one (aten::rand, aten::randn_like... in compiled graphs) draw a fresh stream of the
+// default generator.
+Value generator_state(LoweringContext& ctx) {
+  if (!ctx.schema().argumentIndexWithName("generator")) return ctx.rng_state();
   const LArg& g = ctx.arg(ctx.index_of("generator"));
   TORCH_CHECK(g.kind == LArg::Kind::kGenerator, "torchtpu lowering: ", ctx.schema().name(),
               ": the generator state did not arrive as a runtime value");
@@ -292,6 +296,62 @@ std::vector<Value> lower_random_to(LoweringContext& ctx) {
 std::vector<Value> lower_random(LoweringContext& ctx) {
   return random_from_to(ctx, 0, std::nullopt);
 }
+
+// ---- random factories (compiled graphs only: eager factories fill an empty tensor in place) ----
+
+std::vector<Value> lower_rand(LoweringContext& ctx) {
+  std::vector<Value> r;
+  if (empty_result(ctx, r)) return r;
+  return {ctx.b.convert(uniform01_for(ctx, ctx.out_type()), ctx.out_type().dtype)};
+}
+
+std::vector<Value> lower_randn(LoweringContext& ctx) {
+  std::vector<Value> r;
+  if (empty_result(ctx, r)) return r;
+  return {ctx.b.convert(standard_normal(ctx, ctx.out_type()), ctx.out_type().dtype)};
+}
+
+// randint(high, size) / randint.low(low, high, size) / randint_like(self, high) /
+// randint_like.low_dtype(self, low, high): integers in [low, high), checked as the CPU does.
+std::vector<Value> lower_randint(LoweringContext& ctx) {
+  int64_t high = ctx.int_arg(ctx.index_of("high"));
+  int64_t low = ctx.schema().argumentIndexWithName("low") ? ctx.int_arg(ctx.index_of("low")) : 0;
+  TORCH_CHECK(low < high, "random_ expects 'from' to be less than 'to', but got from=", low,
+              " >= to=", high);
+  return random_from_to(ctx, low, high);
+}
+
+// A uniformly random permutation: iota ordered by 64 random bits per element (a tie, at odds of
+// about n^2 / 2^65, only keeps the two elements in order).
+std::vector<Value> lower_randperm(LoweringContext& ctx) {
+  std::vector<Value> r;
+  if (empty_result(ctx, r)) return r;
+  const TensorType& out = ctx.out_type();
+  Value bits = random_bits(ctx, out.shape, ElementType::kU64);
+  Value keys = ctx.b.bitcast_convert(bits, ElementType::kS64);
+  Value perm = sort_with_indices(ctx.b, keys, 0, /*descending=*/false).at(1);
+  return {ctx.b.convert(perm, out.dtype)};
+}
+
+TORCHTPU_GRAPH_LOWERING("aten::rand", lower_rand);
+TORCHTPU_GRAPH_LOWERING("aten::rand.generator", lower_rand);
+TORCHTPU_GRAPH_LOWERING("aten::rand_like", lower_rand);
+TORCHTPU_GRAPH_LOWERING("aten::rand_like.generator", lower_rand);
+TORCHTPU_GRAPH_LOWERING("aten::randn", lower_randn);
+TORCHTPU_GRAPH_LOWERING("aten::randn.generator", lower_randn);
+TORCHTPU_GRAPH_LOWERING("aten::randn_like", lower_randn);
+TORCHTPU_GRAPH_LOWERING("aten::randn_like.generator", lower_randn);
+TORCHTPU_GRAPH_LOWERING("aten::randint", lower_randint);
+TORCHTPU_GRAPH_LOWERING("aten::randint.generator", lower_randint);
+TORCHTPU_GRAPH_LOWERING("aten::randint.low", lower_randint);
+TORCHTPU_GRAPH_LOWERING("aten::randint.low_generator", lower_randint);
+TORCHTPU_GRAPH_LOWERING("aten::randint_like", lower_randint);
+TORCHTPU_GRAPH_LOWERING("aten::randint_like.generator", lower_randint);
+TORCHTPU_GRAPH_LOWERING("aten::randint_like.low_dtype", lower_randint);
+TORCHTPU_GRAPH_LOWERING("aten::randint_like.low_generator_dtype", lower_randint);
+TORCHTPU_GRAPH_LOWERING("aten::randperm", lower_randperm);
+TORCHTPU_GRAPH_LOWERING("aten::randperm.generator", lower_randperm);
+TORCHTPU_GRAPH_LOWERING("aten::normal.float_float", lower_normal);
 
 TORCHTPU_LOWERING("aten::uniform", lower_uniform);
 TORCHTPU_LOWERING("aten::normal_functional", lower_normal);

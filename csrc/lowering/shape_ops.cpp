@@ -7,6 +7,7 @@
 
 #include "lowering/checks.h"
 #include "lowering/lowering.h"
+#include "lowering/scalar_fits.h"
 
 namespace torchtpu::lowering {
 namespace {
@@ -74,6 +75,7 @@ std::vector<Value> lower_clone(LoweringContext& ctx) {
 }
 
 std::vector<Value> lower_fill(LoweringContext& ctx) {
+  check_scalar_arg_fits(ctx.arg(1), ctx.out_type().dtype);
   return {coerce(ctx.b, ctx.tensor(1), ctx.out_type())};
 }
 
