@@ -108,3 +108,62 @@ def new_graphs(before) -> dict:
     from torchtpu import _dynamo as tpu_dynamo
 
     return {k: v for k, v in tpu_dynamo.graph_metrics().items() if k not in before}
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "allow_fallback(*ops): ops (e.g. 'aten::nonzero') the no_cpu_fallback fixture "
+        "lets run through the CPU fallback in this test")
+
+
+@pytest.fixture
+def no_cpu_fallback(request):
+    """Fails the test if an op ran through the CPU fallback during it (by torchtpu.metrics()'
+    per-op counts), except the ops its allow_fallback marker names. A module that lowers every
+    op it tests opts in with `pytestmark = pytest.mark.usefixtures("no_cpu_fallback")`."""
+    from torchtpu.testing.fallbacks import fallback_counts, new_fallbacks
+
+    allowed = {op for m in request.node.iter_markers("allow_fallback") for op in m.args}
+    before = fallback_counts()
+    yield
+    grown = {k: v for k, v in new_fallbacks(before).items() if k not in allowed}
+    assert not grown, f"ops ran through the CPU fallback: {grown}"
+
+
+def assert_same_error(fn, *cpu_args, **kwargs):
+    """fn raises on tpu copies of `cpu_args` what it raises on the CPU (the exception type and
+    the first line of its message), and nothing runs through the CPU fallback."""
+    import re
+
+    from torchtpu.testing.fallbacks import fallback_counts, new_fallbacks
+
+    with pytest.raises(Exception) as cpu_err:
+        fn(*cpu_args, **kwargs)
+    dev_args = [a.to("tpu") if isinstance(a, torch.Tensor) else a for a in cpu_args]
+    before = fallback_counts()
+    with pytest.raises(cpu_err.type, match=re.escape(str(cpu_err.value).splitlines()[0])):
+        fn(*dev_args, **kwargs)
+    grown = new_fallbacks(before)
+    assert not grown, f"ops ran through the CPU fallback: {grown}"
+
+
+def check_forward_backward(fn, inputs, grad_args=(0,), **tol):
+    """fn on tpu copies of the CPU `inputs` matches fn on the CPU (dtype, shape, values within
+    `tol`, NaN equal to NaN when tol says equal_nan=True), and so do the gradients of the inputs
+    at `grad_args` for one random cotangent; nothing runs through the CPU fallback."""
+    from torchtpu.testing.fallbacks import fallback_counts, new_fallbacks
+
+    before = fallback_counts()
+    cpu = [x.detach().clone().requires_grad_(i in grad_args) for i, x in enumerate(inputs)]
+    dev = [x.detach().to("tpu").requires_grad_(i in grad_args) for i, x in enumerate(inputs)]
+    out_cpu, out_tpu = fn(*cpu), fn(*dev)
+    assert out_tpu.dtype == out_cpu.dtype and out_tpu.shape == out_cpu.shape
+    torch.testing.assert_close(out_tpu.cpu(), out_cpu, **tol)
+    if grad_args:
+        grad = torch.randn_like(out_cpu)
+        out_cpu.backward(grad)
+        out_tpu.backward(grad.to("tpu"))
+        for i in grad_args:
+            torch.testing.assert_close(dev[i].grad.cpu(), cpu[i].grad, **tol)
+    grown = new_fallbacks(before)
+    assert not grown, f"ops ran through the CPU fallback: {grown}"

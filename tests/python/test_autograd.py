@@ -7,6 +7,8 @@ import pytest
 import torch
 from torch.testing import assert_close
 
+from torchtpu.testing.fallbacks import fallback_counts, make, new_fallbacks
+
 TOL = dict(rtol=1e-4, atol=1e-5)
 
 
@@ -107,3 +109,31 @@ def test_composite_implicit_ops_keep_their_gradients():
     torch.true_divide(at, b.to("tpu")).square().sum().backward()
     torch.true_divide(a, b).square().sum().backward()
     torch.testing.assert_close(at.grad.cpu(), a.grad)
+
+
+# ---- _efficientzerotensor (sgn's gradient for real inputs) ----
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_sgn_backward_zero_tensor(dtype):
+    x = make((2, 5), dtype, seed=4)
+    before = fallback_counts()
+    xd = x.to("tpu").requires_grad_()
+    (g,) = torch.autograd.grad(torch.sgn(xd).sum(), xd)
+    xc = x.clone().requires_grad_()
+    (g_cpu,) = torch.autograd.grad(torch.sgn(xc).sum(), xc)
+    assert g.device.type == "tpu" and g.dtype == dtype and g.shape == x.shape
+    assert torch.equal(g.cpu(), g_cpu)
+    assert torch.equal((g + xd).detach().cpu(), x)  # usable in ops: zeros where values are needed
+    assert not new_fallbacks(before)
+
+
+def test_efficientzerotensor_factory():
+    before = fallback_counts()
+    z = torch._efficientzerotensor((2, 3), device="tpu")
+    assert z.device == torch.device("tpu:0") and z.dtype == torch.float32 and z._is_zerotensor()
+    assert torch.equal(z.cpu(), torch.zeros(2, 3))
+    z = torch._efficientzerotensor((4,), dtype=torch.int32, device="tpu:1")
+    assert z.device == torch.device("tpu:1") and z.dtype == torch.int32
+    assert torch.equal((z + torch.arange(4, dtype=torch.int32, device="tpu:1")).cpu(),
+                       torch.arange(4, dtype=torch.int32))
+    assert not new_fallbacks(before)

@@ -6,14 +6,10 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-import torchtpu
+from torchtpu.testing.fallbacks import fallback_counts
 
 DEV = "tpu"
 CDTYPES = [torch.complex64, torch.complex128]
-
-
-def _fallbacks():
-    return dict(torchtpu.metrics()["cpu_fallbacks_by_op"])
 
 
 def _crandn(*shape, dtype=torch.complex64, seed=0):
@@ -106,21 +102,21 @@ def test_elementwise(dtype):
     assert_close(ta.abs().cpu(), a.abs())
     assert_close(ta.angle().cpu(), a.angle())
     assert ta.abs().dtype == a.abs().dtype
-    before = _fallbacks()
+    before = fallback_counts()
     ta.abs()
     ta.angle()
     torch.mul(ta, tb)
-    assert _fallbacks() == before
+    assert fallback_counts() == before
 
 
 def test_complex_and_polar():
     re, im = torch.randn(7), torch.randn(7)
-    before = _fallbacks()
+    before = fallback_counts()
     got = torch.complex(re.to(DEV), im.to(DEV)).cpu()
     assert torch.equal(got, torch.complex(re, im))
     absv = re.abs()
     assert_close(torch.polar(absv.to(DEV), im.to(DEV)).cpu(), torch.polar(absv, im))
-    assert _fallbacks() == before
+    assert fallback_counts() == before
 
 
 FFTS = [
@@ -153,11 +149,11 @@ FFTS = [
 def test_fft(name, fn, kind, shape, kwargs, norm):
     x = _crandn(*shape) if kind == "c" else torch.randn(*shape)
     expected = fn(x, norm=norm, **kwargs)
-    before = _fallbacks()
+    before = fallback_counts()
     got = fn(x.to(DEV), norm=norm, **kwargs)
     assert got.dtype == expected.dtype and got.shape == expected.shape
     assert_close(got.cpu(), expected, atol=1e-5, rtol=1e-4)
-    after = _fallbacks()
+    after = fallback_counts()
     assert not any(k.startswith("aten::_fft") for k in after if after[k] != before.get(k, 0))
 
 

@@ -1,10 +1,10 @@
 """torch.tpu events and streams: an event captures the work launched on its device, query and
 synchronize follow that work, elapsed_time measures its completion; streams are the device's one
-ordered queue. Timing checks compare orderings with generous slack, never absolute times."""
+ordered queue. Timings are never asserted: elapsed_time is checked for consistency only."""
 
 from __future__ import annotations
 
-import time
+import math
 
 import pytest
 import torch
@@ -83,28 +83,23 @@ def test_rerecording_moves_the_event(heavy):
     assert e.query()
 
 
-def test_elapsed_time_orders_workloads(heavy):
-    start = torch.tpu.Event(enable_timing=True)
-    end = torch.tpu.Event(enable_timing=True)
+def test_elapsed_time_reads_one_clock(heavy):
+    """elapsed_time is a difference of completion times on one clock: finite and non-negative
+    forward, antisymmetric, and additive over an event recorded in between. How long the work
+    takes is a benchmark's question, never a test's (a loaded machine reorders timings)."""
+    a, b, c = (torch.tpu.Event(enable_timing=True) for _ in range(3))
     torch.tpu.synchronize()
-    start.record()
-    end.record()
-    end.synchronize()
-    empty_ms = start.elapsed_time(end)
-    assert 0 <= empty_ms
-
-    t0 = time.perf_counter()
-    start.record()
+    a.record()
     heavy()
-    end.record()
-    end.synchronize()
-    wall_ms = (time.perf_counter() - t0) * 1e3
-    work_ms = start.elapsed_time(end)
-    assert work_ms > 0
-    assert work_ms > empty_ms
-    # Both timestamps fall inside the wall-clock interval measured around them.
-    assert work_ms <= wall_ms + 50
-    assert end.elapsed_time(start) == pytest.approx(-work_ms)
+    b.record()
+    heavy()
+    c.record()
+    c.synchronize()
+    ab, bc, ac = a.elapsed_time(b), b.elapsed_time(c), a.elapsed_time(c)
+    assert all(math.isfinite(t) and t >= 0 for t in (ab, bc, ac)), (ab, bc, ac)
+    assert c.elapsed_time(a) == pytest.approx(-ac)
+    assert ab + bc == pytest.approx(ac, rel=1e-6, abs=1e-3)
+    assert a.elapsed_time(a) == 0
 
 
 def test_torch_event_and_tpu_event_are_one_type():

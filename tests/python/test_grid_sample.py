@@ -5,28 +5,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import torchtpu
+from torchtpu.testing.fallbacks import fallback_counts, new_fallbacks
+from conftest import check_forward_backward
 
 TOL = dict(rtol=1e-4, atol=1e-5)
 
 
-def _fallbacks():
-    return dict(torchtpu.metrics()["cpu_fallbacks_by_op"])
-
-
 def _check(fn, inputs, grad_args=(0, 1)):
-    before = _fallbacks()
-    cpu = [x.detach().clone().requires_grad_(i in grad_args) for i, x in enumerate(inputs)]
-    dev = [x.detach().to("tpu").requires_grad_(i in grad_args) for i, x in enumerate(inputs)]
-    out_cpu, out_tpu = fn(*cpu), fn(*dev)
-    assert out_tpu.dtype == out_cpu.dtype and out_tpu.shape == out_cpu.shape
-    torch.testing.assert_close(out_tpu.cpu(), out_cpu, **TOL)
-    grad = torch.randn_like(out_cpu)
-    out_cpu.backward(grad)
-    out_tpu.backward(grad.to("tpu"))
-    for i in grad_args:
-        torch.testing.assert_close(dev[i].grad.cpu(), cpu[i].grad, **TOL)
-    assert _fallbacks() == before, {k: v for k, v in _fallbacks().items() if before.get(k) != v}
+    check_forward_backward(fn, inputs, grad_args, **TOL)
 
 
 PADDINGS = ["zeros", "border", "reflection"]
@@ -71,3 +57,53 @@ def test_interpolate_antialias(mode, align, size, scale):
     x = torch.randn(2, 3, 7, 8)
     _check(lambda a: F.interpolate(a, size=size, scale_factor=scale, mode=mode,
                                    align_corners=align, antialias=True), [x], grad_args=(0,))
+
+
+# ---- grid_sampler_3d backward ----
+
+@pytest.mark.parametrize("align", [False, True])
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+def test_grid_sample_3d_backward(mode, padding, align):
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 4, 5, 6)
+    grid = torch.rand(2, 3, 4, 5, 3) * 3 - 1.5  # many samples outside [-1, 1]
+
+    def fn(a, g):
+        return F.grid_sample(a, g, mode=mode, padding_mode=padding, align_corners=align)
+
+    cpu = [x.clone().requires_grad_(), grid.clone().requires_grad_()]
+    dev = [x.to("tpu").requires_grad_(), grid.to("tpu").requires_grad_()]
+    before = fallback_counts()
+    out_cpu, out_dev = fn(*cpu), fn(*dev)
+    gout = torch.randn_like(out_cpu)
+    g_cpu = torch.autograd.grad(out_cpu, cpu, gout)
+    g_dev = torch.autograd.grad(out_dev, dev, gout.to("tpu"))
+    for a, e in zip(g_dev, g_cpu):
+        assert a.dtype == e.dtype and a.shape == e.shape
+        torch.testing.assert_close(a.cpu(), e, rtol=1e-4, atol=1e-5)
+    # Only the grid's gradient (the input's is not requested).
+    g_grid = torch.autograd.grad(fn(x.to("tpu"), dev[1]), dev[1], gout.to("tpu"))[0]
+    torch.testing.assert_close(g_grid.cpu(), g_cpu[1], rtol=1e-4, atol=1e-5)
+    assert not new_fallbacks(before)
+
+
+def test_grid_sample_3d_backward_opinfo_samples():
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    before = fallback_counts()
+    for name in ("grid_sampler_3d", "nn.functional.grid_sample"):
+        info = next(o for o in op_db if o.name == name)
+        for s in info.sample_inputs("cpu", torch.float32, requires_grad=True):
+            if s.input.dim() != 5:
+                continue
+            args = [a for a in s.args]
+            cpu_out = info.op(s.input, *args, **s.kwargs)
+            g_cpu = torch.autograd.grad(cpu_out.sum(), [s.input, args[0]])
+            d_in = s.input.detach().to("tpu").requires_grad_()
+            d_grid = args[0].detach().to("tpu").requires_grad_()
+            dev_out = info.op(d_in, d_grid, *args[1:], **s.kwargs)
+            g_dev = torch.autograd.grad(dev_out.sum(), [d_in, d_grid])
+            for a, e in zip(g_dev, g_cpu):
+                torch.testing.assert_close(a.cpu(), e, rtol=1e-4, atol=1e-5)
+    assert not new_fallbacks(before)

@@ -8,20 +8,15 @@ Every test checks that no op ran through the CPU fallback.
 import pytest
 import torch
 
-import torchtpu
-from torchtpu.testing.fallbacks import (assert_close_to_cpu, check_against_cpu,
-                                         fallback_counts, new_fallbacks)
+from torchtpu.testing.fallbacks import (assert_close_to_cpu, check_against_cpu, fallback_counts,
+                                         make, new_fallbacks)
+from conftest import assert_same_error
 
 DEV = "tpu"
 TOL = dict(rtol=1e-4, atol=1e-4)
 
 
-@pytest.fixture(autouse=True)
-def no_cpu_fallback():
-    before = fallback_counts()
-    yield
-    grown = new_fallbacks(before)
-    assert not grown, f"ops ran through the CPU fallback: {grown}"
+pytestmark = pytest.mark.usefixtures("no_cpu_fallback")
 
 
 def _close(a, e):
@@ -200,3 +195,26 @@ def test_lstsq(shapes, driver):
         assert a.shape == e.shape
         torch.testing.assert_close(a.cpu(), e, **TOL)
     _check(lambda a, b: torch.linalg.lstsq(a, b, driver=driver).solution, A, B)
+
+
+# ---- linalg.solve_ex(check_errors=True) ----
+
+@pytest.mark.parametrize("left", [True, False])
+def test_linalg_solve_ex_check_errors(left):
+    A = make((2, 3, 3), torch.float32, seed=5) + 3 * torch.eye(3)
+    B = make((2, 3, 2) if left else (2, 2, 3), torch.float32, seed=6)
+    before = fallback_counts()
+    got = torch.linalg.solve_ex(A.to("tpu"), B.to("tpu"), left=left, check_errors=True)
+    want = torch.linalg.solve_ex(A, B, left=left, check_errors=True)
+    for a, e in zip(got, want):
+        assert a.dtype == e.dtype and a.shape == e.shape
+        torch.testing.assert_close(a.cpu(), e, rtol=1e-4, atol=1e-5)
+    assert not new_fallbacks(before)
+
+
+def test_linalg_solve_ex_check_errors_singular():
+    S = make((2, 3, 3), torch.float32, seed=7)
+    S[1] = 0
+    for A in (S, S[1]):
+        b = make(A.shape[:-1], torch.float32, seed=8)
+        assert_same_error(lambda a, v: torch.linalg.solve_ex(a, v, check_errors=True), A, b)

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 import torchtpu  # noqa: F401  (registers the tpu device)
-from torchtpu.testing.fallbacks import fallback_counts, new_fallbacks, make
+from torchtpu.testing.fallbacks import fallback_counts, make, new_fallbacks
 
 DEV = "tpu"
 
@@ -367,3 +367,64 @@ def test_addr_beta_zero_ignores_nan_in_self():
     got = torch.addr(x.to("tpu"), torch.ones(2, device="tpu"), torch.ones(3, device="tpu"),
                      beta=0, alpha=2).cpu()
     assert torch.equal(got, torch.addr(x, torch.ones(2), torch.ones(3), beta=0, alpha=2))
+
+
+# ---- triu_indices / tril_indices ----
+
+SHAPES = [(0, 0), (0, 3), (3, 0), (1, 1), (3, 3), (4, 6), (6, 4), (5, 1), (1, 5), (17, 9)]
+OFFSETS = [-2**62, -100, -7, -4, -3, -1, 0, 1, 2, 3, 5, 8, 100, 2**62]
+
+
+@pytest.mark.parametrize("fn", [torch.triu_indices, torch.tril_indices])
+@pytest.mark.parametrize("row,col", SHAPES)
+def test_trilu_indices(fn, row, col):
+    before = fallback_counts()
+    for offset in OFFSETS:
+        for dtype in (torch.int64, torch.int32):
+            got = fn(row, col, offset, dtype=dtype, device="tpu")
+            want = fn(row, col, offset, dtype=dtype)
+            assert got.device.type == "tpu"
+            assert got.dtype == want.dtype and got.shape == want.shape, (offset, dtype)
+            assert torch.equal(got.cpu(), want), (row, col, offset, dtype)
+    assert not new_fallbacks(before)
+
+
+@pytest.mark.parametrize("fn", [torch.triu_indices, torch.tril_indices])
+def test_trilu_indices_defaults_device_and_out(fn):
+    before = fallback_counts()
+    got = fn(300, 200, device="tpu:1")
+    assert got.device == torch.device("tpu:1") and got.dtype == torch.int64
+    assert torch.equal(got.cpu(), fn(300, 200))
+    out = torch.empty(0, dtype=torch.int32, device="tpu")
+    getattr(torch.ops.aten, fn.__name__).out(5, 7, -2, out=out)
+    assert out.dtype == torch.int32 and torch.equal(out.cpu(), fn(5, 7, -2, dtype=torch.int32))
+    assert not new_fallbacks(before)
+
+
+def test_trilu_indices_compiled():
+    from torchtpu import _dynamo as tpu_dynamo
+
+    def f(x):
+        i = torch.triu_indices(4, 5, 1, device=x.device)
+        j = torch.tril_indices(5, 4, -1, dtype=torch.int32, device=x.device)
+        return x[i[0], i[1]] * 2, j * 3
+
+    x = torch.randn(4, 5)
+    before = set(tpu_dynamo.graph_metrics())
+    got = torch.compile(f, backend="tpu")(x.to("tpu"))
+    for a, e in zip(got, f(x)):
+        assert a.dtype == e.dtype and torch.equal(a.cpu(), e)
+    graphs = {k: v for k, v in tpu_dynamo.graph_metrics().items() if k not in before}
+    assert graphs and not any("eager_reason" in g for g in graphs.values()), graphs
+
+
+@pytest.mark.parametrize("fn", [torch.triu_indices, torch.tril_indices])
+def test_trilu_indices_errors(fn):
+    name = fn.__name__
+    with pytest.raises(RuntimeError, match="row must be non-negative"):
+        fn(-1, 3, device="tpu")
+    with pytest.raises(RuntimeError, match="col must be non-negative"):
+        fn(3, -1, device="tpu")
+    for dtype in (torch.float32, torch.uint8, torch.bool, torch.float16):
+        with pytest.raises(NotImplementedError, match=f'"{name}" not implemented for'):
+            fn(3, 3, dtype=dtype, device="tpu")

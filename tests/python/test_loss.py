@@ -1,8 +1,12 @@
+"""Losses on tpu against CPU PyTorch, forward and backward: cross entropy / nll (with weights,
+ignore_index, 2d), pointwise losses, CTC, and the margin losses; no CPU fallback."""
 import pytest
 import torch
 import torch.nn.functional as F
 
 import torchtpu
+from conftest import check_forward_backward
+from torchtpu.testing.fallbacks import fallback_counts
 
 
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
@@ -54,25 +58,9 @@ def test_mse_loss_forward_backward_matches_cpu(reduction, dtype):
 
 # ---- pointwise losses, nll_loss2d: forward and backward against CPU, no CPU fallback ----
 
-def _fallbacks():
-    return dict(torchtpu.metrics()["cpu_fallbacks_by_op"])
-
-
 def _check_loss(fn, inputs, dtype, grad_args=(0,)):
-    """Runs fn on CPU and tpu copies of `inputs`; compares outputs and input gradients."""
-    before = _fallbacks()
-    cpu = [x.detach().clone().requires_grad_(i in grad_args) for i, x in enumerate(inputs)]
-    dev = [x.detach().to("tpu").requires_grad_(i in grad_args) for i, x in enumerate(inputs)]
-    out_cpu, out_tpu = fn(*cpu), fn(*dev)
-    assert out_tpu.dtype == out_cpu.dtype and out_tpu.shape == out_cpu.shape
     tol = dict(rtol=1.6e-2, atol=1e-2) if dtype == torch.bfloat16 else {}
-    torch.testing.assert_close(out_tpu.cpu(), out_cpu, **tol)
-    grad = torch.randn_like(out_cpu)
-    out_cpu.backward(grad)
-    out_tpu.backward(grad.to("tpu"))
-    for i in grad_args:
-        torch.testing.assert_close(dev[i].grad.cpu(), cpu[i].grad, **tol)
-    assert _fallbacks() == before, {k: v for k, v in _fallbacks().items() if before.get(k) != v}
+    check_forward_backward(fn, inputs, grad_args, **tol)
 
 
 REDUCTIONS = ["mean", "sum", "none"]
@@ -165,12 +153,81 @@ def test_compiled_loss_matches_eager():
 
     xt = x.to("tpu").requires_grad_()
     xc = x.clone().requires_grad_()
-    before = _fallbacks()
+    before = fallback_counts()
     out = torch.compile(step, backend="tpu")(xt, t.to("tpu"))
     ref = step(xc, t)
     torch.testing.assert_close(out.cpu(), ref)
     out.backward()
     ref.backward()
     torch.testing.assert_close(xt.grad.cpu(), xc.grad)
-    assert _fallbacks() == before
+    assert fallback_counts() == before
     torch._dynamo.reset()
+
+
+# ---- margin losses ----
+
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("p", [1, 2])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("batched", [False, True])
+def test_multi_margin_loss(reduction, p, weighted, batched):
+    torch.manual_seed(0)
+    x = torch.randn(4, 6) if batched else torch.randn(6)
+    t = torch.randint(0, 6, (4,)) if batched else torch.tensor(2)
+    w = torch.rand(6)
+    if weighted:
+        check_forward_backward(lambda a, tt, ww: F.multi_margin_loss(a, tt, p=p, margin=0.7, weight=ww,
+                                                     reduction=reduction), [x, t, w])
+    else:
+        check_forward_backward(lambda a, tt: F.multi_margin_loss(a, tt, p=p, margin=0.7, reduction=reduction),
+               [x, t])
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+def test_multi_margin_loss_unbatched_1d_target(reduction):
+    check_forward_backward(lambda a, tt: F.multi_margin_loss(a, tt, reduction=reduction),
+           [torch.randn(5), torch.tensor([3])])
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("batched", [False, True])
+def test_multilabel_margin_loss(reduction, batched):
+    torch.manual_seed(0)
+    t = torch.tensor([[3, 0, -1, 1, 1], [1, 1, 4, 2, 0], [-1, 2, 2, 2, 2]])
+    x = torch.randn(3, 5)
+    if not batched:
+        x, t = x[0], t[0]
+    check_forward_backward(lambda a, tt: F.multilabel_margin_loss(a, tt, reduction=reduction), [x, t])
+
+
+def _close_nan(a, b, rtol=1e-4, atol=1e-5):
+    """The tpu result `b` matches the CPU's `a`, NaN equal to NaN."""
+    torch.testing.assert_close(b.cpu(), a, rtol=rtol, atol=atol, equal_nan=True)
+
+
+# ---- ctc_loss ----
+
+
+@pytest.mark.usefixtures("no_cpu_fallback")
+@pytest.mark.parametrize("concat", [False, True])
+@pytest.mark.parametrize("zero_infinity", [False, True])
+def test_ctc_loss(concat, zero_infinity):
+    torch.manual_seed(0)
+    t, n, c, s = 8, 4, 5, 4
+    log_probs = torch.randn(t, n, c).log_softmax(2)
+    targets = torch.randint(1, c, (n, s))
+    targets[0, 1] = targets[0, 0]  # a repeated label needs a blank between
+    input_lengths = [8, 6, 2, 8]  # sample 2 cannot emit its targets: infinite loss
+    target_lengths = [4, 3, 3, 0]
+    if concat:
+        targets = torch.cat([targets[i, : target_lengths[i]] for i in range(n)])
+    res = []
+    for dev in ("cpu", "tpu"):
+        x = log_probs.clone().to(dev).requires_grad_()
+        loss = F.ctc_loss(x, targets.to(dev), input_lengths, target_lengths, reduction="none",
+                          zero_infinity=zero_infinity)
+        loss.backward(torch.arange(1.0, n + 1).to(dev))
+        res.append((loss.detach(), x.grad))
+    (a, ga), (b, gb) = res
+    _close_nan(a, b)
+    _close_nan(ga, gb)

@@ -9,20 +9,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import torchtpu
-from torchtpu.testing.fallbacks import (assert_close_to_cpu, check_against_cpu,
-                                         fallback_counts, new_fallbacks)
+from torchtpu.testing.fallbacks import assert_close_to_cpu, check_against_cpu
 
 DEV = "tpu"
 TOL = dict(rtol=1e-4, atol=1e-5)
 
 
-@pytest.fixture(autouse=True)
-def no_cpu_fallback():
-    before = fallback_counts()
-    yield
-    grown = new_fallbacks(before)
-    assert not grown, f"ops ran through the CPU fallback: {grown}"
+pytestmark = pytest.mark.usefixtures("no_cpu_fallback")
 
 
 def _close(a, e):

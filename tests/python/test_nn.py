@@ -1,8 +1,9 @@
 """NN ops on tpu against CPU PyTorch: convolution, pooling, normalization, dropout, embedding
-and embedding_bag, unfold/fold, upsampling and edge padding, forward and the backward ops
-autograd calls, plus a small CNN.
+and embedding_bag, unfold/fold, upsampling and edge padding, rrelu (eval exact, training draws
+noise from the tpu generator), fractional max pooling given the same random_samples, forward and
+the backward ops autograd calls, plus a small CNN.
 
-Every test checks that no op ran through the CPU fallback (torchtpu.metrics()['cpu_fallbacks']).
+Every test checks that no op ran through the CPU fallback (conftest's no_cpu_fallback fixture).
 Shapes are small: each new signature compiles one program.
 """
 
@@ -13,18 +14,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-import torchtpu
-from torchtpu.testing.fallbacks import fallback_counts, new_fallbacks
 
 DEV = "tpu"
 
 
-@pytest.fixture(autouse=True)
-def no_cpu_fallback():
-    before = fallback_counts()
-    yield
-    grown = new_fallbacks(before)
-    assert not grown, f"ops ran through the CPU fallback: {grown}"
+pytestmark = pytest.mark.usefixtures("no_cpu_fallback")
 
 
 def _check(fn, *inputs, atol=1e-5, rtol=1.3e-6, grad=True, **kwargs):
@@ -551,3 +545,89 @@ def test_compiled_small_cnn_matches_cpu():
 
 def test_compiled_small_cnn_first_layer_without_input_grad():
     _compiled_step_matches_cpu(input_grad=False)
+
+
+def _close_nan(a, b, rtol=1e-4, atol=1e-5):
+    """The tpu result `b` matches the CPU's `a`, NaN equal to NaN."""
+    torch.testing.assert_close(b.cpu(), a, rtol=rtol, atol=atol, equal_nan=True)
+
+
+# ---- rrelu ----
+
+
+@pytest.mark.parametrize("lower,upper", [(0.125, 1 / 3), (0.1, 0.3), (0.0, 1.0)])
+def test_rrelu_eval_exact(lower, upper):
+    torch.manual_seed(0)
+    x = torch.randn(5, 7)
+    x[0, 0] = float("nan")
+    xc = x.clone().requires_grad_()
+    xt = x.to(DEV).requires_grad_()
+    a = F.rrelu(xc, lower, upper, training=False)
+    b = F.rrelu(xt, lower, upper, training=False)
+    torch.testing.assert_close(b.cpu(), a, rtol=0, atol=0, equal_nan=True)
+    g = torch.randn(5, 7)
+    a.backward(g)
+    b.backward(g.to(DEV))
+    torch.testing.assert_close(xt.grad.cpu(), xc.grad, rtol=0, atol=0)
+
+
+def test_rrelu_training():
+    torch.manual_seed(0)
+    x = torch.randn(64, 33)
+    lower, upper = 0.1, 0.3
+    xt = x.to(DEV).requires_grad_()
+    y = F.rrelu(xt, lower, upper, training=True)
+    y.sum().backward()
+    y, slope = y.detach().cpu(), xt.grad.cpu()
+    neg = x <= 0
+    assert torch.equal(y[~neg], x[~neg]) and torch.all(slope[~neg] == 1)
+    r = slope[neg]
+    assert r.min() >= lower and r.max() < upper and r.std() > 0.03
+    torch.testing.assert_close(y[neg], x[neg] * r)
+    # The noise tensor of rrelu_with_noise is written in place.
+    noise = torch.empty(64, 33, device=DEV)
+    out = torch.ops.aten.rrelu_with_noise(x.to(DEV), noise, lower, upper, True)
+    n = noise.cpu()
+    assert torch.all(n[~neg] == 1) and n[neg].min() >= lower
+    torch.testing.assert_close(out.cpu(), x * n)
+    # Seeded draws repeat.
+    torch.manual_seed(5)
+    a = F.rrelu(x.to(DEV), training=True).cpu()
+    torch.manual_seed(5)
+    b = F.rrelu(x.to(DEV), training=True).cpu()
+    assert torch.equal(a, b)
+
+
+# ---- fractional max pooling ----
+
+
+@pytest.mark.parametrize(
+    "shape,kernel,out",
+    [
+        ((2, 3, 9, 11), (2, 3), (4, 5)),
+        ((3, 7, 7), (3, 3), (3, 3)),
+        ((1, 2, 5, 5), (2, 2), (1, 1)),
+        ((2, 3, 5, 5, 5), (2, 2, 2), (2, 3, 2)),
+        ((2, 6, 7, 8), (2, 2, 3), (3, 4, 2)),
+    ],
+)
+def test_fractional_max_pool(shape, kernel, out):
+    torch.manual_seed(0)
+    nd = len(kernel)
+    x = torch.randn(shape)
+    batched = len(shape) == nd + 2
+    n = shape[0] if batched else 1
+    c = shape[1] if batched else shape[0]
+    fn = F.fractional_max_pool2d if nd == 2 else F.fractional_max_pool3d
+    for _ in range(3):
+        rs = torch.rand(n, c, nd)
+        xc = x.clone().requires_grad_()
+        xt = x.to(DEV).requires_grad_()
+        a, ai = fn(xc, kernel, output_size=out, return_indices=True, _random_samples=rs)
+        b, bi = fn(xt, kernel, output_size=out, return_indices=True, _random_samples=rs.to(DEV))
+        torch.testing.assert_close(b.cpu(), a, rtol=0, atol=0)
+        assert torch.equal(bi.cpu(), ai)
+        g = torch.randn_like(a)
+        a.backward(g)
+        b.backward(g.to(DEV))
+        _close_nan(xc.grad, xt.grad)

@@ -9,13 +9,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import torchtpu
+from torchtpu.testing.fallbacks import fallback_counts
 
 INF, NAN = math.inf, math.nan
-
-
-def _fallbacks():
-    return dict(torchtpu.metrics()["cpu_fallbacks_by_op"])
 
 
 def _close(a, b):
@@ -24,7 +20,7 @@ def _close(a, b):
 
 def _check(fn, x, grad=None):
     """fn(x) and d fn / dx (for `grad`, default all ones) on tpu against CPU."""
-    before = _fallbacks()
+    before = fallback_counts()
     xc = x.clone().requires_grad_()
     xt = x.to("tpu").requires_grad_()
     yc, yt = fn(xc), fn(xt)
@@ -33,7 +29,7 @@ def _check(fn, x, grad=None):
     yc.backward(g)
     yt.backward(g.to("tpu"))
     _close(xt.grad, xc.grad)
-    assert _fallbacks() == before
+    assert fallback_counts() == before
 
 
 def _nonfinite(shape, seed=0):
@@ -100,9 +96,9 @@ def test_bessel_i_at_infinity(name, dtype):
     # Cephes' i0/i1 (the CPU kernels) give NaN at +-inf: exp(inf) * (c / sqrt(inf)) = inf * 0.
     fn = torch.i0 if name == "i0" else getattr(torch.special, name.split(".")[1])
     x = torch.tensor([INF, -INF, NAN, 0.0, 1.5, -3.0, 9.0, 100.0, 700.0], dtype=dtype)
-    before = _fallbacks()
+    before = fallback_counts()
     _close(fn(x.to("tpu")), fn(x))
-    assert _fallbacks() == before
+    assert fallback_counts() == before
 
 
 def _grid_nonfinite(shape):
@@ -119,7 +115,7 @@ def test_grid_sample_2d_nonfinite_grid(mode, align):
     # zeros padding: a non-finite or huge coordinate samples nothing (the CPU kernels check
     # bounds on the coordinate). border/reflection with NaN crash torch 2.13's CPU kernel.
     x, grid = torch.randn(1, 2, 5, 6), _grid_nonfinite((1, 3, 4, 2))
-    before = _fallbacks()
+    before = fallback_counts()
     xc, gc = x.clone().requires_grad_(), grid.clone().requires_grad_()
     xt, gt = x.to("tpu").requires_grad_(), grid.to("tpu").requires_grad_()
     fn = lambda a, g: F.grid_sample(a, g, mode=mode, align_corners=align)  # noqa: E731
@@ -130,7 +126,7 @@ def test_grid_sample_2d_nonfinite_grid(mode, align):
     yt.backward(w.to("tpu"))
     _close(xt.grad, xc.grad)
     _close(gt.grad, gc.grad)
-    assert _fallbacks() == before
+    assert fallback_counts() == before
 
 
 @pytest.mark.parametrize("mode", ["bilinear", "nearest"])

@@ -6,6 +6,7 @@ import torch
 import torch.nn as nn
 
 import torchtpu
+from torchtpu.testing.fallbacks import fallback_counts
 
 CONFIGS = [
     (torch.optim.Adam, dict(lr=0.01)),
@@ -18,10 +19,6 @@ CONFIGS = [
     (torch.optim.SGD, dict(lr=0.1, momentum=0.9, nesterov=True, maximize=True)),
     (torch.optim.SGD, dict(lr=0.1, momentum=0.9, dampening=0.3)),
 ]
-
-
-def _fallbacks():
-    return dict(torchtpu.metrics()["cpu_fallbacks_by_op"])
 
 
 def _model(dev):
@@ -77,10 +74,10 @@ def _check_close(cpu, tpu):
 
 @pytest.mark.parametrize("cls,kw", CONFIGS, ids=lambda c: getattr(c, "__name__", str(c)))
 def test_fused_matches_cpu_fused(cls, kw):
-    before = _fallbacks()
+    before = fallback_counts()
     cpu = _train("cpu", cls, kw)
     tpu = _train("tpu", cls, kw)
-    assert _fallbacks() == before, "a fused optimizer op fell back to the CPU"
+    assert fallback_counts() == before, "a fused optimizer op fell back to the CPU"
     _check_close(cpu, tpu)
     # One update program for all 6 parameters (+ one _foreach_add_ of the Adam step counters).
     per_step = 1 if cls is torch.optim.SGD else 2
@@ -118,9 +115,9 @@ def test_fused_with_grad_scaler_matches_cpu(cls, kw):
         finally:
             nn.Linear.forward = orig
 
-    before = _fallbacks()
+    before = fallback_counts()
     (cpu, s_cpu), (tpu, s_tpu) = run("cpu"), run("tpu")
-    assert _fallbacks() == before
+    assert fallback_counts() == before
     assert s_cpu == s_tpu
     for a, b in zip(cpu[1], tpu[1]):
         torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-5)

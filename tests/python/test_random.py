@@ -11,6 +11,7 @@ import pytest
 import torch
 import torchtpu  # noqa: F401  (registers the tpu device)
 from torchtpu.testing.fallbacks import fallback_counts, new_fallbacks
+from conftest import assert_same_error
 
 DEV = "tpu"
 N = 20000
@@ -223,3 +224,81 @@ def test_fork_rng_restores():
     torch.manual_seed(7)
     y = torch.randn(10, device=DEV).cpu()
     assert torch.equal(x, y)
+
+
+# ---- multinomial ----
+
+def _on_tpu(x):
+    return x.to("tpu")
+
+
+def test_multinomial_distribution_and_generator():
+    p = torch.tensor([[0.1, 0.0, 0.6, 0.3], [1.0, 1.0, 0.0, 2.0]])
+    torch.manual_seed(0)
+    s = torch.multinomial(_on_tpu(p), 20000, replacement=True)
+    assert s.device.type == "tpu" and s.dtype == torch.int64 and s.shape == (2, 20000)
+    s = s.cpu()
+    for i in range(2):
+        freq = torch.bincount(s[i], minlength=4).float() / 20000
+        torch.testing.assert_close(freq, p[i] / p[i].sum(), atol=0.02, rtol=0)
+    # without replacement: distinct categories, zero-probability ones only once the rest are used
+    for _ in range(5):
+        t = torch.multinomial(_on_tpu(p), 3).cpu()
+        for i in range(2):
+            assert len(set(t[i].tolist())) == 3
+        assert 2 not in t[1].tolist() and 1 not in t[0].tolist()
+    first = torch.zeros(4)
+    for _ in range(200):
+        first[torch.multinomial(_on_tpu(p[0]), 2)[0].item()] += 1
+    torch.testing.assert_close(first / 200, p[0], atol=0.1, rtol=0)
+    a = torch.multinomial(_on_tpu(p), 2, generator=torch.Generator("tpu").manual_seed(3))
+    b = torch.multinomial(_on_tpu(p), 2, generator=torch.Generator("tpu").manual_seed(3))
+    assert torch.equal(a.cpu(), b.cpu())
+    assert torch.multinomial(_on_tpu(p[1]).bfloat16(), 4).shape == (4,)
+
+
+# ---- multinomial's checks ----
+
+BAD_PROBS = {
+    "negative": [0.2, -0.1, 0.5],
+    "inf": [0.2, float("inf"), 0.5],
+    "nan": [0.2, float("nan"), 0.5],
+    "zero_row": [[0.0, 0.0, 0.0], [1.0, 1.0, 1.0]],
+    "inf_before_negative": [float("inf"), -1.0, 1.0],
+    "zero_row_before_negative": [[0.0, 0.0], [1.0, -1.0]],
+}
+
+
+@pytest.mark.parametrize("replacement,k", [(False, 1), (False, 2), (True, 1), (True, 2)])
+@pytest.mark.parametrize("case", sorted(BAD_PROBS))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
+def test_multinomial_value_errors(case, replacement, k, dtype):
+    p = torch.tensor(BAD_PROBS[case], dtype=dtype)
+    assert_same_error(torch.multinomial, p, k, replacement)
+
+
+@pytest.mark.parametrize("p,k,replacement", [
+    (torch.tensor([0.2, 0.3, 0.5]), 4, False),  # more samples than categories
+    (torch.tensor(1.0), 1, False),              # 0-d
+    (torch.ones(2, 2, 2), 1, False),            # 3-d
+    (torch.tensor([0.2, 0.8]), 0, True),        # no samples
+    (torch.tensor([1, 2]), 1, False),           # integer probabilities
+])
+def test_multinomial_shape_errors(p, k, replacement):
+    assert_same_error(torch.multinomial, p, k, replacement)
+
+
+@pytest.mark.parametrize("replacement,k", [(False, 1), (False, 3), (True, 1), (True, 6)])
+def test_multinomial_valid_input(replacement, k):
+    p = torch.tensor([[0.0, 1.0, 2.0, 0.0, 3.0], [5.0, 0.0, 0.0, 1e-3, 1.0]])
+    before = fallback_counts()
+    got = torch.multinomial(p.to("tpu"), k, replacement)
+    want = torch.multinomial(p, k, replacement)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    got = got.cpu()
+    assert bool((p.gather(1, got) > 0).all()), got  # never a zero-probability category
+    if not replacement:
+        assert all(len(set(r.tolist())) == k for r in got)
+    # An empty batch is no error, as on the CPU (no values to check).
+    assert torch.multinomial(torch.empty(0, 3, device="tpu"), 2).shape == (0, 2)
+    assert not new_fallbacks(before)

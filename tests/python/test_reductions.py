@@ -1,4 +1,4 @@
-"""Reductions and softmax on tpu against CPU PyTorch.
+"""Reductions, softmax and segment_reduce on tpu against CPU PyTorch.
 
 Every case runs the same call on CPU and tpu copies of the inputs and compares: exactly for
 integer/bool results, with dtype-aware tolerances for floats, NaN positions included.
@@ -428,3 +428,64 @@ def test_reduction_autograd():
         (xd.sum(1) * 2).sum().backward()
         grads.append(xd.grad.cpu())
     torch.testing.assert_close(grads[1], grads[0])
+
+
+def _close_nan(a, b, rtol=1e-4, atol=1e-5):
+    """The tpu result `b` matches the CPU's `a`, NaN equal to NaN."""
+    torch.testing.assert_close(b.cpu(), a, rtol=rtol, atol=atol, equal_nan=True)
+
+
+# ---- segment_reduce ----
+
+SEGMENT_REDUCTIONS = ["sum", "mean", "max", "min", "prod"]
+
+
+def _segment(data, reduce, grad, **kw):
+    """(output, data.grad) on CPU and tpu."""
+    res = []
+    for dev in ("cpu", DEV):
+        d = data.detach().to(dev).requires_grad_()
+        kw_dev = {k: (v.to(dev) if isinstance(v, torch.Tensor) else v) for k, v in kw.items()}
+        out = torch.segment_reduce(d, reduce, **kw_dev)
+        out.backward(grad.to(dev))
+        res.append((out, d.grad))
+    return res
+
+
+@pytest.mark.usefixtures("no_cpu_fallback")
+@pytest.mark.parametrize("reduce", SEGMENT_REDUCTIONS)
+@pytest.mark.parametrize("initial", [None, 2.0])
+@pytest.mark.parametrize("use_offsets", [False, True])
+def test_segment_reduce_1d(reduce, initial, use_offsets):
+    torch.manual_seed(0)
+    data = torch.randn(9)
+    data[1] = data[0]  # a tie for max/min
+    data[4] = 0.0  # a zero for prod
+    lengths = torch.tensor([3, 0, 4, 1, 0])  # empty segments; one trailing element uncovered
+    kw = {"initial": initial, "unsafe": True}
+    if use_offsets:
+        kw["offsets"] = torch.cat([torch.zeros(1, dtype=torch.long), lengths.cumsum(0)])
+    else:
+        kw["lengths"] = lengths
+    grad = torch.randn(5)
+    (a, ga), (b, gb) = _segment(data, reduce, grad, **kw)
+    _close_nan(a, b)
+    _close_nan(ga, gb)
+
+
+@pytest.mark.usefixtures("no_cpu_fallback")
+@pytest.mark.parametrize("reduce", SEGMENT_REDUCTIONS)
+def test_segment_reduce_axis_and_nan(reduce):
+    torch.manual_seed(1)
+    data = torch.randn(4, 6, 3)
+    data[1, 2, 0] = float("nan")
+    data[2, 0, 1] = 0.0
+    data[2, 1, 1] = 0.0
+    lengths = torch.tensor([[2, 0, 4], [1, 4, 1], [6, 0, 0], [0, 2, 4]])
+    grad = torch.randn(4, 3, 3)
+    (a, ga), (b, gb) = _segment(data, reduce, grad, lengths=lengths, axis=1, initial=1.5)
+    _close_nan(a, b)
+    _close_nan(ga, gb)
+    (a, ga), (b, gb) = _segment(data, reduce, grad, lengths=lengths, axis=1)
+    _close_nan(a, b)
+    _close_nan(ga, gb)

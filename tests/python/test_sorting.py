@@ -11,16 +11,7 @@ NAN = float("nan")
 DTYPES = [torch.float32, torch.bfloat16, torch.int32, torch.int64]
 
 
-def _fallbacks():
-    return dict(torchtpu.metrics()["cpu_fallbacks_by_op"])
-
-
-@pytest.fixture(autouse=True)
-def no_fallback():
-    before = _fallbacks()
-    yield
-    after = _fallbacks()
-    assert after == before, {k: v for k, v in after.items() if before.get(k) != v}
+pytestmark = pytest.mark.usefixtures("no_cpu_fallback")
 
 
 def _sample(dtype, shape=(4, 7), ties=False):

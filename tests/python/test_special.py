@@ -1,6 +1,6 @@
 """Special functions on tpu against CPU PyTorch (float32 rtol 1e-4 / atol 1e-5): the gamma
 family (digamma, lgamma, polygamma, mvlgamma, zeta), modified Bessel functions, logaddexp,
-sinc, xlog1py, entr, heaviside, nextafter. Inputs cover poles, negative and large arguments,
+sinc, xlog1py, entr, heaviside, nextafter, igamma/igammac. Inputs cover poles, negative and large arguments,
 +-0, +-inf and NaN; gradients are compared where the op has one.
 
 Every test checks that no op ran through the CPU fallback.
@@ -9,19 +9,14 @@ Every test checks that no op ran through the CPU fallback.
 import pytest
 import torch
 
-import torchtpu
-from torchtpu.testing.fallbacks import fallback_counts, new_fallbacks
+from conftest import check_forward_backward
+
 
 DEV = "tpu"
 RTOL, ATOL = 1e-4, 1e-5
 
 
-@pytest.fixture(autouse=True)
-def no_cpu_fallback():
-    before = fallback_counts()
-    yield
-    grown = new_fallbacks(before)
-    assert not grown, f"ops ran through the CPU fallback: {grown}"
+pytestmark = pytest.mark.usefixtures("no_cpu_fallback")
 
 
 def _edge_inputs():
@@ -163,3 +158,21 @@ def test_compiled_graph_uses_the_same_lowerings():
     torch.testing.assert_close(out, f(x), rtol=RTOL, atol=1e-4)
     new = {k: v for k, v in tpu_dynamo.graph_metrics().items() if k not in before}
     assert new and all("eager_reason" not in g for g in new.values()), new
+
+
+@pytest.mark.parametrize("fn", [torch.igamma, torch.igammac])
+def test_igamma_igammac_match_cpu(fn):
+    """All of calc_igamma/calc_igammac's branches: series, continued fraction, the igamc
+    series, the asymptotic expansion (20 < a < 200 and a > 200 with x ~ a), boundary values."""
+    torch.manual_seed(0)
+    special_a = [0., 0., 1., float("inf"), 2., float("nan"), -1., 3., 50., 250., 0.3, 1.05]
+    special_x = [1., 0., 0., 2., float("inf"), 0., 1., float("nan"), 52., 255., 0.7, 1.02]
+    a = torch.cat([torch.rand(100) * 5, torch.rand(100) * 300, torch.tensor(special_a)])
+    x = torch.cat([torch.rand(100) * 5, torch.rand(100) * 300, torch.tensor(special_x)])
+    check_forward_backward(fn, [a, x], grad_args=(), rtol=1e-4, atol=1e-5, equal_nan=True)
+
+
+def test_igamma_grad_wrt_x():
+    torch.manual_seed(0)
+    a, x = torch.rand(20) * 4 + 0.1, torch.rand(20) * 4 + 0.1
+    check_forward_backward(lambda aa, xx: torch.igamma(aa, xx), [a, x], grad_args=(1,), rtol=1e-4, atol=1e-5)

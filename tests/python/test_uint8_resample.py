@@ -7,11 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import torchtpu
-
-
-def _fallbacks():
-    return dict(torchtpu.metrics()["cpu_fallbacks_by_op"])
+from torchtpu.testing.fallbacks import fallback_counts
 
 
 def _image(c=3, h=17, w=23, seed=0):
@@ -20,12 +16,12 @@ def _image(c=3, h=17, w=23, seed=0):
 
 
 def _same(fn, x):
-    before = _fallbacks()
+    before = fallback_counts()
     want = fn(x)
     got = fn(x.to("tpu")).cpu()
     assert got.dtype == torch.uint8 and got.shape == want.shape
     assert torch.equal(got, want), f"max |diff| {(got.int() - want.int()).abs().max().item()}"
-    assert _fallbacks() == before
+    assert fallback_counts() == before
 
 
 @pytest.mark.parametrize("size", [(9, 11), (30, 40), (17, 12), (40, 23), (5, 64), (2, 3)])

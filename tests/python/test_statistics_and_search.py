@@ -1,25 +1,19 @@
-"""median, nanmedian, mode, searchsorted, bucketize, isin and repeat_interleave on tpu against CPU
-PyTorch (exact), with gradients where PyTorch has them, and without CPU fallback."""
+"""Statistics and search on tpu against CPU PyTorch (exact), with gradients where PyTorch has
+them, and without CPU fallback: median, nanmedian, mode, histogram/histogramdd, bincount,
+searchsorted, bucketize, isin and repeat_interleave."""
 
 import pytest
 import torch
 
 import torchtpu
+from torchtpu.testing.fallbacks import fallback_counts, make, new_fallbacks
+from conftest import assert_same_error
 
 NAN = float("nan")
 DTYPES = [torch.float32, torch.bfloat16, torch.int64]
 
 
-def _fallbacks():
-    return dict(torchtpu.metrics()["cpu_fallbacks_by_op"])
-
-
-@pytest.fixture(autouse=True)
-def no_fallback():
-    before = _fallbacks()
-    yield
-    after = _fallbacks()
-    assert after == before, {k: v for k, v in after.items() if before.get(k) != v}
+pytestmark = pytest.mark.usefixtures("no_cpu_fallback")
 
 
 def _same(tpu_result, cpu_result):
@@ -272,33 +266,6 @@ def test_histogramdd_matches_cpu(density):
            torch.histogramdd(x, bins, density=density))
 
 
-# ---- multinomial ----
-
-def test_multinomial_distribution_and_generator():
-    p = torch.tensor([[0.1, 0.0, 0.6, 0.3], [1.0, 1.0, 0.0, 2.0]])
-    torch.manual_seed(0)
-    s = torch.multinomial(_tpu(p), 20000, replacement=True)
-    assert s.device.type == "tpu" and s.dtype == torch.int64 and s.shape == (2, 20000)
-    s = s.cpu()
-    for i in range(2):
-        freq = torch.bincount(s[i], minlength=4).float() / 20000
-        torch.testing.assert_close(freq, p[i] / p[i].sum(), atol=0.02, rtol=0)
-    # without replacement: distinct categories, zero-probability ones only once the rest are used
-    for _ in range(5):
-        t = torch.multinomial(_tpu(p), 3).cpu()
-        for i in range(2):
-            assert len(set(t[i].tolist())) == 3
-        assert 2 not in t[1].tolist() and 1 not in t[0].tolist()
-    first = torch.zeros(4)
-    for _ in range(200):
-        first[torch.multinomial(_tpu(p[0]), 2)[0].item()] += 1
-    torch.testing.assert_close(first / 200, p[0], atol=0.1, rtol=0)
-    a = torch.multinomial(_tpu(p), 2, generator=torch.Generator("tpu").manual_seed(3))
-    b = torch.multinomial(_tpu(p), 2, generator=torch.Generator("tpu").manual_seed(3))
-    _same(a, b.cpu())
-    assert torch.multinomial(_tpu(p[1]).bfloat16(), 4).shape == (4,)
-
-
 def test_histogram_out_variants():
     x = torch.randn(4, 5)
     hist = torch.empty(0, device="tpu")
@@ -349,3 +316,81 @@ def test_histogram_reduced_precision_like_cpu():
     with pytest.raises(NotImplementedError, match="BFloat16"):
         torch.histogram(_tpu(x), 3)
     _close(torch.histogram(_tpu(x), 3, range=(-1.0, 1.0)), torch.histogram(x, 3, range=(-1.0, 1.0)))
+
+
+# ---- bincount ----
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64])
+@pytest.mark.parametrize("minlength", [0, 3, 20])
+def test_bincount(dtype, minlength):
+    x = make((50,), dtype, seed=1, low=0, high=12)
+    before = fallback_counts()
+    got = torch.bincount(x.to("tpu"), minlength=minlength)
+    want = torch.bincount(x, minlength=minlength)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert torch.equal(got.cpu(), want)
+    assert not new_fallbacks(before)
+
+
+@pytest.mark.parametrize("wdtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16,
+                                    torch.int32, torch.int64, torch.bool])
+def test_bincount_weights(wdtype):
+    x = make((40,), torch.int64, seed=2, low=0, high=9)
+    w = make((40,), wdtype, seed=3)
+    before = fallback_counts()
+    got = torch.bincount(x.to("tpu"), w.to("tpu"), minlength=5)
+    want = torch.bincount(x, w, minlength=5)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    torch.testing.assert_close(got.cpu(), want, rtol=1e-6, atol=1e-6)
+    assert not new_fallbacks(before)
+
+
+def test_bincount_edge_cases():
+    before = fallback_counts()
+    for x, w, minlength in [
+        (torch.tensor([], dtype=torch.int64), None, 0),
+        (torch.tensor([], dtype=torch.int64), None, 4),
+        (torch.tensor([], dtype=torch.int32), torch.tensor([], dtype=torch.half), 3),
+        (torch.tensor([0]), None, 0),
+        (torch.tensor([7, 7, 7]), torch.tensor([0.5, 0.25, 0.125]), 2),
+    ]:
+        dw = None if w is None else w.to("tpu")
+        got = torch.bincount(x.to("tpu"), dw, minlength=minlength)
+        want = torch.bincount(x, w, minlength=minlength)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        assert torch.equal(got.cpu(), want)
+    # out= (not in torch.bincount's Python signature) resizes like the CPU's.
+    out = torch.empty(0, dtype=torch.int64, device="tpu")
+    torch.ops.aten.bincount.out(torch.tensor([1, 1, 4], device="tpu"), out=out)
+    assert torch.equal(out.cpu(), torch.tensor([0, 2, 0, 0, 1]))
+    assert not new_fallbacks(before)
+
+
+def test_bincount_repeats_a_cached_program_per_size():
+    # The same signature with new data reuses the count program; only the size is structural.
+    x = torch.tensor([3, 1, 3], device="tpu")
+    assert torch.equal(torch.bincount(x).cpu(), torch.tensor([0, 1, 0, 2]))
+    x = torch.tensor([0, 2, 0], device="tpu")
+    assert torch.equal(torch.bincount(x).cpu(), torch.tensor([2, 0, 1]))
+
+
+@pytest.mark.parametrize("case", [
+    (torch.tensor([1, -2]), None, 0),                       # negative value
+    (torch.tensor([[1, 2]]), None, 0),                      # 2-d
+    (torch.tensor(1), None, 0),                             # 0-d
+    (torch.tensor([1, 2]), torch.tensor([1.0, 2, 3]), 0),   # weights length
+    (torch.tensor([1, 2]), torch.tensor([[1.0, 2]]), 0),    # weights rank
+    (torch.tensor([1, -2]), torch.tensor([1.0, 2, 3]), 0),  # both: the sign is checked first
+    (torch.tensor([1, 2]), None, -1),                       # minlength
+])
+def test_bincount_errors(case):
+    x, w, minlength = case
+    assert_same_error(lambda a, *b: torch.bincount(a, *b, minlength=minlength),
+                *([x] if w is None else [x, w]))
+
+
+def test_bincount_float_input_not_implemented():
+    with pytest.raises(NotImplementedError, match="bincount"):
+        torch.bincount(torch.tensor([1.0, 2.0], device="tpu"))
+    with pytest.raises(NotImplementedError, match="bincount"):
+        torch.bincount(torch.tensor([True, False], device="tpu"))
