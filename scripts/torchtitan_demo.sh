@@ -15,6 +15,8 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 [ "${TORCHTPU_DIST_SETUP_DONE:-0}" = 1 ] || bash scripts/setup_dist_demos.sh
 steps="${STEPS:-4}"
+tp="${TP:-1}"  # TP=2: a 2-D mesh on 4 ranks, FSDP2 (2) x tensor parallel (2); not run in CI
+nproc=$((2 * tp))
 seq_len="${SEQ_LEN:-64}"
 work="$(mktemp -d /tmp/torchtitan_demo.XXXXXX)"
 trap '[ "${KEEP_WORK:-0}" = 1 ] || rm -rf "$work"' EXIT
@@ -28,7 +30,7 @@ titan() {  # titan DEVICE NPROC LOG ARGS...: one bounded torchrun of TorchTitan'
   local autoload=1
   [ "$device" = cpu ] && autoload=0  # the CPU reference runs without torchtpu imported
   TITAN_DEVICE="$device" TORCH_DEVICE_BACKEND_AUTOLOAD="$autoload" \
-    timeout --kill-after=10 400 .venv-dist/bin/torchrun --nproc_per_node "$nproc" \
+    timeout --kill-after=10 "${TITAN_TIMEOUT:-400}" .venv-dist/bin/torchrun --nproc_per_node "$nproc" \
     --master_addr 127.0.0.1 --master_port "$(free_port)" \
     scripts/dist_demos/titan_train.py --module llama3 --config llama3_debugmodel_sdpa \
     --hf_assets_path "$work/assets/tokenizer" --dataloader.dataset_path "$work/assets/c4_test" \
@@ -40,13 +42,14 @@ titan() {  # titan DEVICE NPROC LOG ARGS...: one bounded torchrun of TorchTitan'
 echo "== TorchTitan seed checkpoint (1 CPU process)"
 titan cpu 1 "$work/seed.log" --parallelism.data_parallel_shard_degree 1 \
   --checkpoint.enable --checkpoint.create_seed_checkpoint --dump_folder "$work/seed"
-load=(--parallelism.data_parallel_shard_degree 2 --checkpoint.enable
+load=(--parallelism.data_parallel_shard_degree 2 --parallelism.tensor_parallel_degree "$tp"
+      --checkpoint.enable
       --checkpoint.initial_load_path "$work/seed/checkpoint/step-0" --checkpoint.interval 100000)
-echo "== TorchTitan llama3 debug model, FSDP2 on 2 tpu ranks (backend tpu)"
-titan tpu 2 "$work/tpu.log" "${load[@]}" --dump_folder "$work/tpu"
+echo "== TorchTitan llama3 debug model, FSDP2 (x TP $tp) on $nproc tpu ranks (backend tpu)"
+titan tpu "$nproc" "$work/tpu.log" "${load[@]}" --dump_folder "$work/tpu"
 grep -q "Loading the checkpoint from $work/seed" "$work/tpu.log"
 grep -m1 "titan_train: init_process_group" "$work/tpu.log"
 grep -q "init_process_group(backend='tpu" "$work/tpu.log"
-echo "== the same on 2 CPU ranks (gloo)"
-titan cpu 2 "$work/cpu.log" "${load[@]}" --dump_folder "$work/cpu"
+echo "== the same on $nproc CPU ranks (gloo)"
+titan cpu "$nproc" "$work/cpu.log" "${load[@]}" --dump_folder "$work/cpu"
 "$py" scripts/dist_demos/compare_titan_losses.py "$work/tpu.log" "$work/cpu.log" "$steps"
