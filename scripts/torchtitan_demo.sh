@@ -7,6 +7,7 @@
 # from the same weights (random init on tpu and on CPU draws different numbers).
 #
 #   bash scripts/torchtitan_demo.sh            # STEPS=4 SEQ_LEN=64 by default
+#   TP=2 bash scripts/torchtitan_demo.sh       # 4 ranks: FSDP2 (2) x tensor parallel (2)
 #
 # Each process sees one tpu device (TORCHTPU_CPU_DEVICE_COUNT=1 on the CPU plugin). See
 # scripts/dist_demos/titan_train.py for the two adaptations (SDPA attention, CPU device module).

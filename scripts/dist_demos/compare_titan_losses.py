@@ -38,8 +38,8 @@ def main(tpu_log: str, cpu_log: str, steps: int) -> int:
             continue
         diff = abs(t - c)
         ok &= diff <= TOLERANCE
-        print(f"step {step}: loss tpu x2 (FSDP2, backend tpu) {t:.5f}  "
-              f"cpu x2 (FSDP2, gloo) {c:.5f}  diff {diff:.1e}")
+        print(f"step {step}: loss tpu (backend tpu) {t:.5f}  cpu (gloo) {c:.5f}  "
+              f"diff {diff:.1e}")
     falls = len(tpu) == steps and tpu[steps] < tpu[1]
     if not falls:
         print("the tpu losses did not fall")
