@@ -43,11 +43,13 @@ const bool atfork_registered = [] {
 
 std::map<std::string, pjrt::Attribute> client_options(const std::string& path) {
   std::map<std::string, pjrt::Attribute> options;
-  // The XLA CPU plugin exposes one device unless asked for more; several devices let
-  // multi-device code be tested on any machine.
+  // The XLA CPU plugin exposes one device unless asked for more. One is the default: each
+  // extra device keeps its own busy threads, which made single-device work 1.2-1.4x slower with
+  // 4 (benchmarks/cpu_device_count.py); multi-device code and tests ask for more with
+  // TORCHTPU_CPU_DEVICE_COUNT (the Python tests' conftest asks for 4).
   if (path.find("cpu") != std::string::npos) {
     const char* n = std::getenv("TORCHTPU_CPU_DEVICE_COUNT");
-    int64_t count = 4;
+    int64_t count = 1;
     if (n != nullptr) {
       // atoll would turn "abc" into 0 devices and "-1" into a plugin error naming nothing.
       char* end = nullptr;
