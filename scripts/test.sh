@@ -14,5 +14,6 @@ clang-format --dry-run -Werror csrc/*/*.cpp csrc/*/*.h tests/cpp/*.cpp
 echo "== C++ unit tests"
 build/test_pjrt --gtest_brief=1
 build/test_stablehlo --gtest_brief=1
+build/test_lowering --gtest_brief=1
 echo "== Python tests"
 .venv/bin/python -m pytest -q -p no:cacheprovider tests/python "$@"

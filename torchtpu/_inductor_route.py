@@ -20,9 +20,10 @@ TORCHTPU_ROUTE_INDUCTOR=0 turns the routing off (Inductor then handles tpu graph
 from __future__ import annotations
 
 import logging
-import os
 
 import torch
+
+from . import _config
 
 log = logging.getLogger("torchtpu.compile")
 
@@ -38,7 +39,7 @@ _noted: set[str] = set()
 
 
 def enabled() -> bool:
-    return os.environ.get("TORCHTPU_ROUTE_INDUCTOR", "1") != "0"
+    return _config.flag("TORCHTPU_ROUTE_INDUCTOR", True)
 
 
 def _is_tpu(value) -> bool:

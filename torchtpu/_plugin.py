@@ -7,6 +7,8 @@ import glob
 import importlib.util
 import os
 
+from . import _config
+
 _PLATFORMS = ("tpu", "cuda", "cpu")
 
 
@@ -63,10 +65,10 @@ _WHEELS = {
 
 def find_plugin() -> tuple[str, str]:
     """Returns (plugin_path, "") or ("", reason why none was found)."""
-    explicit = os.environ.get("TORCHTPU_PJRT_PLUGIN")
+    explicit = _config.raw("TORCHTPU_PJRT_PLUGIN")
     if explicit:
         return explicit, ""
-    platform = os.environ.get("TORCHTPU_PLATFORM", "").strip().lower()
+    platform = (_config.raw("TORCHTPU_PLATFORM") or "").strip().lower()
     if platform:
         if platform not in _PLATFORMS:
             return "", (

@@ -20,6 +20,7 @@
 #include "aten/check_outputs.h"
 #include "aten/fallback_rng.h"
 #include "aten/host_transfer.h"
+#include "config/config.h"
 #include "device/current_device.h"
 #include "device/generator.h"
 #include "lowering/strided.h"
@@ -75,18 +76,10 @@ Cache& cache() {
   return *c;
 }
 
-bool log_compiles() {
-  static const bool on = [] {
-    const char* v = std::getenv("TORCHTPU_LOG_COMPILES");
-    return v && std::string(v) != "0";
-  }();
-  return on;
-}
+bool log_compiles() { return runtime::log_compiles(); }
 
-bool fallback_allowed() {
-  const char* v = std::getenv("TORCHTPU_CPU_FALLBACK");
-  return !(v && std::string(v) == "0");
-}
+// Read at every fallback (not cached): a test or a session may switch it at run time.
+bool fallback_allowed() { return config::flag("TORCHTPU_CPU_FALLBACK", true); }
 
 std::string describe_tensor(const at::Tensor& t) {
   if (!t.defined()) return "None";
@@ -112,10 +105,8 @@ std::vector<std::string> describe_args(const c10::FunctionSchema& schema,
       for (const at::Tensor& t : v.toTensorVector()) os << describe_tensor(t) << ", ";
       os << "]";
     } else if ((is_scalar_type(args[i].type()) && v.isScalar()) ||
-               ((v.isDouble() || v.isInt()) && is_runtime_number(schema, args[i]))) {
+               (v.isDouble() && is_runtime_float(schema, args[i]))) {
       os << "Scalar(" << v.toScalar().type() << ")";
-    } else if (v.isIntList() && is_runtime_number(schema, args[i])) {
-      os << "int[" << v.toIntVector().size() << "] at run time";
     } else {
       os << v;
     }
@@ -207,7 +198,8 @@ class ProgramBuilder {
     for (size_t j = 0; j < plan_.arg_map.size(); ++j) {
       largs.push_back(to_larg(state_.args[plan_.arg_map[j]], stack_[first_ + plan_.arg_map[j]]));
     }
-    lowering::LoweringContext ctx(b, schema, std::move(largs), out_types);
+    lowering::LoweringContext ctx(b, schema, std::move(largs), out_types,
+                                  runtime::get().platform());
     ctx.set_rng_source([this, entry]() -> Value {
       // The device's default generator, drawn at every launch (index -1 in used_params).
       if (!default_rng_) {
@@ -355,12 +347,6 @@ class ProgramBuilder {
       case ArgDesc::Kind::kScalar:
         a.kind = LArg::Kind::kScalar;
         a.value = param_value(d.param);
-        a.ivalue = v;
-        break;
-      case ArgDesc::Kind::kScalarList:
-        // lowering/numbers.h: a runtime int list arrives as a list of 0-d values.
-        a.kind = LArg::Kind::kTensorList;
-        for (const ArgDesc& item : d.items) a.values.push_back(param_value(item.param));
         a.ivalue = v;
         break;
       case ArgDesc::Kind::kDefaultScalar: {

@@ -11,9 +11,11 @@
 #include "aten/check_outputs.h"
 #include "aten/executor.h"
 #include "aten/op_plan.h"
+#include "config/config.h"
 #include "device/current_device.h"
 #include "runtime/compile.h"
 #include "runtime/metrics.h"
+#include "runtime/runtime.h"
 
 namespace torchtpu::aten {
 namespace {
@@ -24,10 +26,7 @@ using shlo::TensorType;
 using shlo::Value;
 
 bool donation_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("TORCHTPU_DONATE");
-    return !(v && std::string(v) == "0");
-  }();
+  static const bool on = config::flag("TORCHTPU_DONATE", true);
   return on;
 }
 
@@ -84,7 +83,6 @@ bool is_complex_arg(const GraphArg& a, const std::vector<GraphNode>& nodes,
       return false;
     case GraphArg::Kind::kConst:
       return a.constant.isComplexDouble();
-    case GraphArg::Kind::kScalarInput:
     case GraphArg::Kind::kNone:
       return false;
   }
@@ -236,11 +234,6 @@ std::shared_ptr<GraphExecutable::Entry> GraphExecutable::build(
             la.values.push_back(value_of(item));
           }
         }
-      } else if (a.kind == GraphArg::Kind::kScalarInput) {
-        la.kind = LArg::Kind::kScalar;
-        la.value = b.convert(read_input(a.index),
-                             scalar_element_type(a.constant.toScalar(), state.any_f64));
-        la.ivalue = a.constant;
       } else if (a.kind == GraphArg::Kind::kConst && a.constant.isScalar() &&
                  (is_scalar_type(type) || type->kind() == c10::TypeKind::TensorType ||
                   type->str() == "Tensor?")) {
@@ -268,7 +261,8 @@ std::shared_ptr<GraphExecutable::Entry> GraphExecutable::build(
       }
       largs.push_back(std::move(la));
     }
-    lowering::LoweringContext ctx(b, node.op.schema(), std::move(largs), node.out_types);
+    lowering::LoweringContext ctx(b, node.op.schema(), std::move(largs), node.out_types,
+                                  runtime::get().platform());
     ctx.set_rng_source(rng_source);
     std::vector<Value> results;
     try {

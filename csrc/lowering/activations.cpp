@@ -7,6 +7,7 @@
 #include <functional>
 #include <string>
 
+#include "lowering/common.h"
 #include "lowering/elementwise_util.h"
 #include "lowering/lowering.h"
 
@@ -17,17 +18,13 @@ using namespace ew;
 
 using shlo::CompareDirection;
 
-ElementType opmath(ElementType t) { return is_half(t) ? ElementType::kF32 : t; }
-
 // Argument i broadcast to the result shape, in the result's opmath dtype.
 Value arg(LoweringContext& ctx, size_t i) {
   const TensorType& out = ctx.out_type();
-  return coerce(ctx.b, ctx.tensor(i), out.with_dtype(opmath(out.dtype)));
+  return coerce(ctx.b, ctx.tensor(i), out.with_dtype(opmath_type(out.dtype)));
 }
 
 Value named(LoweringContext& ctx, const char* name) { return arg(ctx, ctx.index_of(name)); }
-
-Value finish(LoweringContext& ctx, Value v) { return coerce(ctx.b, v, ctx.out_type()); }
 
 std::string string_arg(LoweringContext& ctx, const char* name) {
   size_t i = ctx.index_of(name);

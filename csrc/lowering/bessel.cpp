@@ -10,6 +10,7 @@
 #include <limits>
 #include <vector>
 
+#include "lowering/common.h"
 #include "lowering/elementwise_util.h"
 #include "lowering/lowering.h"
 
@@ -87,8 +88,6 @@ const double AGD[] = {+9.30892908077441974853e+00, +1.98352928718312140417e+01, 
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-ElementType opmath(ElementType t) { return is_half(t) ? ElementType::kF32 : t; }
 
 struct B {
   FunctionBuilder& b;
@@ -351,7 +350,7 @@ Value airy(FunctionBuilder& b, Value x) {
 
 LoweringFn unary(std::function<Value(FunctionBuilder&, Value)> f) {
   return [f](LoweringContext& ctx) -> std::vector<Value> {
-    ElementType ct = opmath(ctx.out_type().dtype);
+    ElementType ct = opmath_type(ctx.out_type().dtype);
     TORCH_CHECK(is_fp(ct), ctx.schema().name(), ": expected a floating point result");
     Value x = operand(ctx, 0, ct);
     return {coerce(ctx.b, f(ctx.b, x), ctx.out_type())};

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <limits>
 
+#include "config/config.h"
+
 namespace torchtpu::lowering {
 namespace {
 
@@ -15,10 +17,7 @@ thread_local CheckCollector* current_collector = nullptr;
 }  // namespace
 
 bool device_checks_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("TORCHTPU_INDEX_CHECKS");
-    return !(v && std::string(v) == "0");
-  }();
+  static const bool on = config::flag("TORCHTPU_INDEX_CHECKS", true);
   return on;
 }
 

@@ -9,18 +9,15 @@
 // Half-precision inputs accumulate in f32 (the convolution's result type) and round once.
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
-#include <torch/library.h>
 
 #include <optional>
 #include <string>
 
-#include "aten/executor.h"
+#include "lowering/common.h"
 #include "lowering/lowering.h"
 
 namespace torchtpu::lowering {
 namespace {
-
-bool is_half(ElementType t) { return t == ElementType::kBF16 || t == ElementType::kF16; }
 
 std::string dims_spec(const char* a, const char* b, size_t nd) {
   std::string s = std::string("[") + a + ", " + b;
@@ -57,7 +54,7 @@ struct ConvSpec {
 Value conv(FunctionBuilder& b, Value lhs, Value rhs, const ConvSpec& s,
            const std::vector<int64_t>& out_shape, ElementType dtype) {
   size_t nd = s.window_strides.size();
-  ElementType acc = is_half(dtype) ? ElementType::kF32 : dtype;
+  ElementType acc = opmath_type(dtype);
   std::string attrs = "batch_group_count = " + std::to_string(s.batch_group_count) +
                       " : i64, dimension_numbers = #stablehlo.conv<" +
                       dims_spec(s.lhs_b, s.lhs_f, nd) + "x" + dims_spec(s.rhs_o, s.rhs_i, nd) +
@@ -260,7 +257,7 @@ std::vector<Value> lower_convolution_backward(LoweringContext& ctx) {
   if (mask.get(2)) {
     std::vector<int64_t> dims{0};
     for (int64_t d = 2; d < dy.rank(); ++d) dims.push_back(d);
-    ElementType acc = is_half(dt) ? ElementType::kF32 : dt;
+    ElementType acc = opmath_type(dt);
     r[2] = b.reduce_simple(b.convert(dy, acc), b.constant(0, TensorType(acc, {})), dims,
                            "stablehlo.add");
   }
@@ -269,44 +266,6 @@ std::vector<Value> lower_convolution_backward(LoweringContext& ctx) {
 
 TORCHTPU_LOWERING("aten::convolution", lower_convolution);
 TORCHTPU_LOWERING("aten::convolution_backward", lower_convolution_backward);
-
-}  // namespace
-}  // namespace torchtpu::lowering
-
-// ---- eager glue ----
-// convolution_backward returns None for the gradients output_mask leaves out, which the eager
-// kernel cannot type yet: this tpu kernel asks the lowering for every gradient (filling
-// bias_sizes when there is no bias) and drops the unrequested ones.
-namespace torchtpu::lowering {
-namespace {
-
-void convolution_backward_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  const auto& schema = op.schema();
-  torch::jit::Stack& s = *stack;
-  const size_t first = s.size() - schema.arguments().size();
-  const size_t mi = first + 10;
-  std::vector<bool> want;
-  for (bool m : s[mi].toBoolList()) want.push_back(m);
-  s[mi] = c10::IValue(c10::List<bool>({true, true, true}));
-  if (!want[2]) {
-    // Without a bias, autograd passes no (or empty) bias_sizes; the meta kernel sizes
-    // grad_bias from them.
-    const at::Tensor& w = s[first + 2].toTensor();
-    bool transposed = s[first + 7].toBool();
-    int64_t out_channels = transposed ? w.size(1) * s[first + 9].toInt() : w.size(0);
-    s[first + 3] = c10::IValue(std::vector<int64_t>{out_channels});
-  }
-  aten::tpu_boxed_kernel(op, stack);
-  const size_t ret = s.size() - schema.returns().size();
-  for (size_t i = 0; i < want.size(); ++i) {
-    if (!want[i]) s[ret + i] = c10::IValue(at::Tensor());
-  }
-}
-
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("convolution_backward",
-         torch::CppFunction::makeFromBoxedFunction<&convolution_backward_kernel>());
-}
 
 }  // namespace
 }  // namespace torchtpu::lowering

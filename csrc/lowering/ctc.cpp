@@ -8,7 +8,6 @@
 // step runs over the whole batch, each sample frozen past its input length by masks.
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
-#include <torch/library.h>
 
 #include <limits>
 #include <string>
@@ -150,7 +149,7 @@ Value row_at(FunctionBuilder& b, const Ctc& g, Value v3, Value t) {
 }
 
 // (N, L) value at s = idx (N), -inf where idx is out of range.
-Value pick(FunctionBuilder& b, Value v, Value idx) {
+Value pick_in_range(FunctionBuilder& b, Value v, Value idx) {
   TensorType it(ElementType::kS64, v.shape());
   Value hit =
       b.compare(b.iota(it, 1), b.broadcast_in_dim(idx, v.shape(), {0}), CompareDirection::kEQ);
@@ -210,8 +209,8 @@ std::vector<Value> lower_ctc_loss(LoweringContext& ctx) {
   Value final_row = st[2];
   log_alpha = st[3];
   Value two_tl = b.mul(g.tl, b.constant_int(2, nt));
-  Value l1 = pick(b, final_row, two_tl);
-  Value l2 = pick(b, final_row, b.sub(two_tl, b.constant_int(1, nt)));
+  Value l1 = pick_in_range(b, final_row, two_tl);
+  Value l2 = pick_in_range(b, final_row, b.sub(two_tl, b.constant_int(1, nt)));
   TensorType vt(g.ct, {g.n});
   Value m = b.max(l1, l2);
   m = b.select(b.compare(m, b.constant(kNegInf, vt), CompareDirection::kEQ), b.constant(0, vt), m);
@@ -329,27 +328,6 @@ TORCHTPU_LOWERING("aten::_ctc_loss", lower_ctc_loss);
 TORCHTPU_LOWERING("aten::_ctc_loss.Tensor", lower_ctc_loss);
 TORCHTPU_LOWERING("aten::_ctc_loss_backward", lower_ctc_loss_backward);
 TORCHTPU_LOWERING("aten::_ctc_loss_backward.Tensor", lower_ctc_loss_backward);
-
-// PyTorch has no meta kernel for the backward: the gradient has log_probs' shape and dtype.
-at::Tensor ctc_backward_meta(const at::Tensor& grad, const at::Tensor& log_probs,
-                             const at::Tensor& targets, at::IntArrayRef input_lengths,
-                             at::IntArrayRef target_lengths, const at::Tensor& nll,
-                             const at::Tensor& log_alpha, int64_t blank, bool zero_infinity) {
-  return at::empty_like(log_probs, at::MemoryFormat::Contiguous);
-}
-
-at::Tensor ctc_backward_tensor_meta(const at::Tensor& grad, const at::Tensor& log_probs,
-                                    const at::Tensor& targets, const at::Tensor& input_lengths,
-                                    const at::Tensor& target_lengths, const at::Tensor& nll,
-                                    const at::Tensor& log_alpha, int64_t blank,
-                                    bool zero_infinity) {
-  return at::empty_like(log_probs, at::MemoryFormat::Contiguous);
-}
-
-TORCH_LIBRARY_IMPL(aten, Meta, m) {
-  m.impl("_ctc_loss_backward", &ctc_backward_meta);
-  m.impl("_ctc_loss_backward.Tensor", &ctc_backward_tensor_meta);
-}
 
 }  // namespace
 }  // namespace torchtpu::lowering

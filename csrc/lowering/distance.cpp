@@ -8,6 +8,7 @@
 #include <limits>
 #include <vector>
 
+#include "lowering/common.h"
 #include "lowering/elementwise_util.h"
 #include "lowering/lowering.h"
 
@@ -85,8 +86,6 @@ Value pair_diffs(FunctionBuilder& b, Value x1, Value x2) {
   return b.sub(b.broadcast_in_dim(x1, full, d1), b.broadcast_in_dim(x2, full, d2));
 }
 
-ElementType compute_type(ElementType t) { return is_half(t) ? ElementType::kF32 : t; }
-
 // Both inputs broadcast to the result's batch dims.
 std::pair<Value, Value> batched(LoweringContext& ctx, size_t i1, size_t i2, const Shape& batch,
                                 ElementType ct) {
@@ -103,7 +102,7 @@ std::pair<Value, Value> batched(LoweringContext& ctx, size_t i1, size_t i2, cons
 std::vector<Value> lower_cdist_forward(LoweringContext& ctx) {
   FunctionBuilder& b = ctx.b;
   const TensorType& out = ctx.out_type();
-  ElementType ct = compute_type(out.dtype);
+  ElementType ct = opmath_type(out.dtype);
   double p = ctx.double_arg(2);
   Shape batch(out.shape.begin(), out.shape.end() - 2);
   auto [x1, x2] = batched(ctx, 0, 1, batch, ct);
@@ -115,7 +114,7 @@ std::vector<Value> lower_cdist_forward(LoweringContext& ctx) {
 std::vector<Value> lower_cdist_backward(LoweringContext& ctx) {
   FunctionBuilder& b = ctx.b;
   const TensorType& out = ctx.out_type();
-  ElementType ct = compute_type(out.dtype);
+  ElementType ct = opmath_type(out.dtype);
   double p = ctx.double_arg(3);
   Value grad = ctx.tensor(0);
   Shape batch(grad.shape().begin(), grad.shape().end() - 2);
@@ -175,7 +174,7 @@ Value expand_condensed(FunctionBuilder& b, Value c, int64_t n) {
 std::vector<Value> lower_pdist_forward(LoweringContext& ctx) {
   FunctionBuilder& b = ctx.b;
   const TensorType& out = ctx.out_type();
-  ElementType ct = compute_type(out.dtype);
+  ElementType ct = opmath_type(out.dtype);
   double p = ctx.double_arg(1);
   Value x = b.convert(ctx.tensor(0), ct);
   int64_t n = x.shape()[0];
@@ -188,7 +187,7 @@ std::vector<Value> lower_pdist_forward(LoweringContext& ctx) {
 std::vector<Value> lower_pdist_backward(LoweringContext& ctx) {
   FunctionBuilder& b = ctx.b;
   const TensorType& out = ctx.out_type();
-  ElementType ct = compute_type(out.dtype);
+  ElementType ct = opmath_type(out.dtype);
   double p = ctx.double_arg(2);
   Value x = b.convert(ctx.tensor(1), ct);
   int64_t n = x.shape()[0];

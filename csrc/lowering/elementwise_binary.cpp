@@ -21,31 +21,22 @@ using namespace ew;
 
 using shlo::CompareDirection;
 
-// Bool arithmetic runs in i8 so add/mul/max/min act as or/and once converted back (!= 0).
-ElementType opmath(ElementType t) {
-  if (is_half(t)) return ElementType::kF32;
-  if (t == ElementType::kPred) return ElementType::kS8;
-  return t;
+// opmath_type, except that bool arithmetic runs in i8 so add/mul/max/min act as or/and once
+// converted back (!= 0).
+ElementType binary_math_type(ElementType t) {
+  return t == ElementType::kPred ? ElementType::kS8 : opmath_type(t);
 }
 
 Value ne0(FunctionBuilder& b, Value x) { return cmp(b, x, cst(b, 0, x), CompareDirection::kNE); }
 Value eq0(FunctionBuilder& b, Value x) { return cmp(b, x, cst(b, 0, x), CompareDirection::kEQ); }
-Value land(FunctionBuilder& b, Value p, Value q) { return b.binary("stablehlo.and", p, q); }
-Value lxor(FunctionBuilder& b, Value p, Value q) { return b.binary("stablehlo.xor", p, q); }
 
 Value is_inf(FunctionBuilder& b, Value x) {
   Value inf = cst(b, std::numeric_limits<double>::infinity(), x);
   return cmp(b, b.unary("stablehlo.abs", x), inf, CompareDirection::kEQ);
 }
 
-Value finish(LoweringContext& ctx, Value v) { return coerce(ctx.b, v, ctx.out_type()); }
-
 // The dtype the op computes in: the result dtype, widened per opmath.
-ElementType compute_dtype(LoweringContext& ctx) { return opmath(ctx.out_type().dtype); }
-
-Value trunc_float(FunctionBuilder& b, Value x) {
-  return b.select(lt0(b, x), b.unary("stablehlo.ceil", x), b.unary("stablehlo.floor", x));
-}
+ElementType compute_dtype(LoweringContext& ctx) { return binary_math_type(ctx.out_type().dtype); }
 
 // Integer division rounding toward -inf (stablehlo.divide truncates).
 Value floor_div_int(FunctionBuilder& b, Value x, Value y) {

@@ -18,8 +18,6 @@ using namespace ew;
 
 using shlo::CompareDirection;
 
-Value finish(LoweringContext& ctx, Value v) { return coerce(ctx.b, v, ctx.out_type()); }
-
 LoweringFn comparison(CompareDirection dir) {
   return [dir](LoweringContext& ctx) -> std::vector<Value> {
     ElementType ct = to_element_type(ctx.promoted_type({0, 1}));

@@ -9,6 +9,7 @@
 #include <limits>
 #include <string>
 
+#include "lowering/common.h"
 #include "lowering/elementwise_util.h"
 #include "lowering/lowering.h"
 
@@ -19,13 +20,7 @@ using namespace ew;
 
 using shlo::CompareDirection;
 
-ElementType opmath(ElementType t) { return is_half(t) ? ElementType::kF32 : t; }
-
 constexpr double kInf = std::numeric_limits<double>::infinity();
-
-Value trunc_float(FunctionBuilder& b, Value x) {
-  return b.select(lt0(b, x), b.unary("stablehlo.ceil", x), b.unary("stablehlo.floor", x));
-}
 
 // XLA's chlo.erf saturates at 1 - 3 ulp (erf(inf) = 0.99999982 in f32); 1 - erfc(|x|) is
 // exact there, and gelu(-inf) = -inf * (1 + erf(-inf)) must be NaN as in PyTorch.
@@ -55,12 +50,10 @@ Value input(LoweringContext& ctx, ElementType dt) {
   return coerce(ctx.b, ctx.tensor(0), ctx.out_type().with_dtype(dt));
 }
 
-Value finish(LoweringContext& ctx, Value v) { return coerce(ctx.b, v, ctx.out_type()); }
-
 // f(x) evaluated in the result's opmath dtype (integer inputs convert to the float result).
 LoweringFn float_math(UnaryFn f) {
   return [f](LoweringContext& ctx) -> std::vector<Value> {
-    return {finish(ctx, f(ctx.b, input(ctx, opmath(ctx.out_type().dtype))))};
+    return {finish(ctx, f(ctx.b, input(ctx, opmath_type(ctx.out_type().dtype))))};
   };
 }
 
@@ -181,7 +174,7 @@ std::vector<Value> lower_round_decimals(LoweringContext& ctx) {
   ElementType out = ctx.out_type().dtype;
   TORCH_CHECK(is_fp(out), "torchtpu lowering: round.decimals needs a floating point input");
   FunctionBuilder& b = ctx.b;
-  Value x = input(ctx, opmath(out));
+  Value x = input(ctx, opmath_type(out));
   // Same ten_pow and operation order as at::native round_decimals_kernel.
   double scale = std::pow(10.0, static_cast<double>(decimals < 0 ? -decimals : decimals));
   if (x.dtype() == ElementType::kF32) scale = static_cast<float>(scale);
@@ -197,7 +190,7 @@ std::vector<Value> lower_round_decimals(LoweringContext& ctx) {
 // passes would drop such a rounding anyway).
 std::vector<Value> lower_logit(LoweringContext& ctx) {
   FunctionBuilder& b = ctx.b;
-  Value x = input(ctx, opmath(ctx.out_type().dtype));
+  Value x = input(ctx, opmath_type(ctx.out_type().dtype));
   size_t eps_i = ctx.index_of("eps");
   if (!ctx.is_none(eps_i) && ctx.double_arg(eps_i) >= 0) {
     double eps = ctx.double_arg(eps_i);

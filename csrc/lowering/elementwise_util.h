@@ -5,17 +5,14 @@
 #include <limits>
 #include <string>
 
+#include "lowering/common.h"
 #include "lowering/lowering.h"
 
 namespace torchtpu::lowering::ew {
 
 using shlo::CompareDirection;
 
-inline bool is_half(ElementType t) { return t == ElementType::kF16 || t == ElementType::kBF16; }
 inline bool is_fp(ElementType t) { return shlo::is_float(t); }
-inline Value cst(FunctionBuilder& b, double v, const Value& like) {
-  return b.constant(v, like.type);
-}
 inline Value cmp(FunctionBuilder& b, Value x, Value y, CompareDirection d) {
   return b.compare(x, y, d);
 }
@@ -23,7 +20,10 @@ inline Value lt0(FunctionBuilder& b, Value x) {
   return cmp(b, x, cst(b, 0, x), CompareDirection::kLT);
 }
 inline Value is_nan(FunctionBuilder& b, Value x) { return cmp(b, x, x, CompareDirection::kNE); }
-inline Value lor(FunctionBuilder& b, Value p, Value q) { return b.binary("stablehlo.or", p, q); }
+// Rounds toward zero (stablehlo has floor and ceil, no trunc).
+inline Value trunc_float(FunctionBuilder& b, Value x) {
+  return b.select(lt0(b, x), b.unary("stablehlo.ceil", x), b.unary("stablehlo.floor", x));
+}
 
 // XLA's maximum/minimum return the non-NaN operand on CPU; PyTorch propagates NaN.
 inline Value max_nan(FunctionBuilder& b, Value x, Value y) {

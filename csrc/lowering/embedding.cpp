@@ -9,12 +9,11 @@
 #include <string>
 
 #include "lowering/checks.h"
+#include "lowering/common.h"
 #include "lowering/lowering.h"
 
 namespace torchtpu::lowering {
 namespace {
-
-bool is_half(ElementType t) { return t == ElementType::kBF16 || t == ElementType::kF16; }
 
 // Row-wise scatter-add of `updates` (n, D) into `base` (V, D) at `rows` (n, 1).
 Value scatter_rows(FunctionBuilder& b, Value base, Value rows, Value updates) {
@@ -69,7 +68,7 @@ std::vector<Value> lower_embedding_dense_backward(LoweringContext& ctx) {
   if (n == 0 || out.numel() == 0) return {zeros(b, out)};
   int64_t d = out.shape.at(1);
   // Half gradients accumulate in f32 and round once.
-  ElementType acc = is_half(out.dtype) ? ElementType::kF32 : out.dtype;
+  ElementType acc = opmath_type(out.dtype);
   Value idx = b.reshape(b.convert(indices, ElementType::kS64), {n});
   Value g = b.reshape(b.convert(grad, acc), {n, d});
   TensorType idx_t(ElementType::kS64, {n});
@@ -167,7 +166,7 @@ std::vector<Value> lower_embedding_bag(LoweringContext& ctx) {
                 "an index of input takes value {} which is not in the valid range [0, " +
                     std::to_string(num_weights) + ")",
                 /*index_error=*/false);
-  ElementType acc = is_half(weight.dtype()) ? ElementType::kF32 : weight.dtype();
+  ElementType acc = opmath_type(weight.dtype());
   Bags bags = bags_of(b, indices, offsets, count, padding_idx);
   int64_t n = bags.n;
   Value idx = b.reshape(b.convert(indices, ElementType::kS64), {n});
@@ -245,7 +244,7 @@ std::vector<Value> lower_embedding_bag_backward(LoweringContext& ctx) {
               "torchtpu lowering: sparse embedding_bag gradients are not supported");
   int64_t padding_idx = ctx.int_arg(11);
   int64_t count = grad.shape()[0], d = grad.shape()[1];
-  ElementType acc = is_half(out.dtype) ? ElementType::kF32 : out.dtype;
+  ElementType acc = opmath_type(out.dtype);
   Value g = b.convert(grad, acc);
   if (mode == kMax) {
     Value mi = b.reshape(b.convert(ctx.tensor(5), ElementType::kS64), {count * d, 1});
@@ -303,7 +302,7 @@ std::vector<Value> lower_embedding_bag_psw_backward(LoweringContext& ctx) {
   Bags bags = bags_of(b, indices, ctx.tensor(3), count, ctx.int_arg(6));
   int64_t n = bags.n;
   if (n == 0) return {zeros(b, out)};
-  ElementType acc = is_half(out.dtype) ? ElementType::kF32 : out.dtype;
+  ElementType acc = opmath_type(out.dtype);
   Value idx = b.reshape(b.convert(indices, ElementType::kS64), {n});
   Value rows = b.convert(gather_rows(b, weight, idx), acc);
   Value g = b.convert(gather_rows(b, grad, bags.bag), acc);
@@ -326,7 +325,7 @@ std::vector<Value> lower_embedding_renorm(LoweringContext& ctx) {
   int64_t v = table.shape()[0], d = table.shape()[1];
   int64_t n = indices.type.numel();
   if (n == 0 || out.numel() == 0) return {coerce(b, table, out)};
-  ElementType acc = is_half(table.dtype()) ? ElementType::kF32 : table.dtype();
+  ElementType acc = opmath_type(table.dtype());
   Value x = b.convert(table, acc);
   Value a = b.unary("stablehlo.abs", x);
   TensorType scalar(acc, {});

@@ -108,7 +108,8 @@ LoweringFn make_foreach(ElemPlan plan) {
         }
         largs.push_back(a);
       }
-      LoweringContext sub(ctx.b, plan.op.schema(), std::move(largs), {ctx.out_type(i)});
+      LoweringContext sub(ctx.b, plan.op.schema(), std::move(largs), {ctx.out_type(i)},
+                          ctx.platform());
       out.push_back((*plan.lowering)(sub).at(0));
     }
     return out;

@@ -7,22 +7,18 @@
 // unnormalize scale and the padding mode's coordinate gradient (as the CPU kernels do).
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
-#include <torch/library.h>
 
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "aten/executor.h"
+#include "lowering/common.h"
 #include "lowering/lowering.h"
-#include "runtime/runtime.h"
 
 namespace torchtpu::lowering {
 namespace {
 
 using shlo::CompareDirection;
-
-bool is_half(ElementType t) { return t == ElementType::kBF16 || t == ElementType::kF16; }
 
 struct Sampler {
   Sampler(FunctionBuilder& builder, ElementType compute) : b(builder), ct(compute) {}
@@ -35,6 +31,8 @@ struct Sampler {
   int interp = 0, padding = 0;  // 0 bilinear/zeros, 1 nearest/border, 2 bicubic/reflection
   bool align = false;
   Value input;  // (N, P, C) in ct
+  // False on TPU, where 64-bit arithmetic is emulated and costly (see mul_rounded).
+  bool native_f64 = true;
 
   std::vector<int64_t> nq() const { return {n, q}; }
   Value full(double v) { return b.broadcast_to(b.constant(v, TensorType(ct, {})), nq()); }
@@ -63,7 +61,7 @@ struct Sampler {
   // apart, so the exact f64 product is rounded to f32's 24 bits (to nearest even) on its bits.
   // Not on TPU, where 64-bit arithmetic is emulated and costly: the plain product there.
   Value mul_rounded(Value a, double s) {
-    if (ct != ElementType::kF32 || runtime::get().platform() == "tpu") return b.mul(a, full(s));
+    if (ct != ElementType::kF32 || !native_f64) return b.mul(a, full(s));
     auto i64 = [&](int64_t v) {
       return b.broadcast_to(b.constant_int(v, TensorType(ElementType::kS64, {})), nq());
     };
@@ -438,7 +436,7 @@ std::vector<Value> setup(LoweringContext& ctx, Sampler& s, size_t first, int64_t
   TORCH_CHECK(s.padding >= 0 && s.padding <= 2, "torchtpu lowering: ", ctx.schema().name(),
               ": unsupported padding mode ", s.padding);
   s.nd = nd;
-  s.ct = is_half(x.dtype()) ? ElementType::kF32 : x.dtype();
+  s.ct = opmath_type(x.dtype());
   s.n = x.shape()[0];
   s.c = x.shape()[1];
   s.in_sp.assign(x.shape().begin() + 2, x.shape().end());
@@ -461,6 +459,7 @@ LoweringFn grid_sampler(int64_t nd) {
     const TensorType& out = ctx.out_type();
     if (out.numel() == 0 || ctx.tensor(0).type.numel() == 0) return {zeros(b, out)};
     Sampler s{b, ElementType::kF32};
+    s.native_f64 = ctx.platform() != "tpu";
     std::vector<Value> grid = setup(ctx, s, 0, nd);
     Value r = *s.run(grid, std::nullopt, false).out;  // (N, Q, C)
     return {coerce(b, b.reshape(b.transpose(r, {0, 2, 1}), out.shape), out)};
@@ -481,6 +480,7 @@ LoweringFn grid_sampler_backward(int64_t nd) {
       return masked_results(ctx, r);
     }
     Sampler s{b, ElementType::kF32};
+    s.native_f64 = ctx.platform() != "tpu";
     std::vector<Value> g = setup(ctx, s, 1, nd);
     Value gout = b.transpose(b.reshape(b.convert(go, s.ct), {s.n, s.c, s.q}), {0, 2, 1});
     Sampler::Result res = s.run(g, gout, mask.get(0));
@@ -498,28 +498,6 @@ TORCHTPU_LOWERING("aten::grid_sampler_2d", grid_sampler(2));
 TORCHTPU_LOWERING("aten::grid_sampler_3d", grid_sampler(3));
 TORCHTPU_LOWERING("aten::grid_sampler_2d_backward", grid_sampler_backward(2));
 TORCHTPU_LOWERING("aten::grid_sampler_3d_backward", grid_sampler_backward(3));
-
-// The meta kernels leave grad_input undefined when output_mask[0] is false, which the eager
-// kernel cannot type: this tpu kernel asks for both gradients and drops the unrequested one.
-void grid_sampler_backward_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  torch::jit::Stack& s = *stack;
-  const size_t mi = s.size() - op.schema().arguments().size() + 6;
-  std::vector<bool> want;
-  for (bool m : s[mi].toBoolList()) want.push_back(m);
-  s[mi] = c10::IValue(c10::List<bool>({true, true}));
-  aten::tpu_boxed_kernel(op, stack);
-  const size_t ret = s.size() - op.schema().returns().size();
-  for (size_t i = 0; i < want.size(); ++i) {
-    if (!want[i]) s[ret + i] = c10::IValue(at::Tensor());
-  }
-}
-
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("grid_sampler_2d_backward",
-         torch::CppFunction::makeFromBoxedFunction<&grid_sampler_backward_kernel>());
-  m.impl("grid_sampler_3d_backward",
-         torch::CppFunction::makeFromBoxedFunction<&grid_sampler_backward_kernel>());
-}
 
 }  // namespace
 }  // namespace torchtpu::lowering

@@ -11,15 +11,11 @@
 #include <string>
 #include <vector>
 
+#include "lowering/common.h"
 #include "lowering/lowering.h"
-#include "runtime/runtime.h"
 
 namespace torchtpu::lowering {
 namespace {
-
-ElementType accumulation_type(ElementType t) {
-  return t == ElementType::kBF16 || t == ElementType::kF16 ? ElementType::kF32 : t;
-}
 
 std::string dims(const char* name, const std::vector<int64_t>& d) {
   std::string s = std::string(name) + " = [";
@@ -38,7 +34,7 @@ Value group_sizes(FunctionBuilder& b, Value offs) {
   return b.sub(ends, starts);
 }
 
-bool platform_has_ragged_dot() { return runtime::get().platform() == "tpu"; }
+bool platform_has_ragged_dot(const LoweringContext& ctx) { return ctx.platform() == "tpu"; }
 
 // Group of each index along a jagged dim of length `n`: how many group ends are <= the index
 // (G for indices past the last offset, which then match no group).
@@ -116,7 +112,7 @@ std::vector<Value> lower_grouped_mm(LoweringContext& ctx) {
   TORCH_CHECK(w.rank() == 2 || w.rank() == 3, "grouped_mm: mat_b must be 2-D or 3-D");
   TORCH_CHECK((a.rank() == 3 && w.rank() == 3) == !has_offs,
               "grouped_mm: offs must be given exactly when an operand is 2-D");
-  ElementType acc = accumulation_type(out.dtype);
+  ElementType acc = opmath_type(out.dtype);
   a = b.convert(a, acc);
   w = b.convert(w, acc);
   Value r;
@@ -124,7 +120,7 @@ std::vector<Value> lower_grouped_mm(LoweringContext& ctx) {
     // [g, m, k] x [g, k, n]: a batched product.
     std::vector<int64_t> shape{a.shape()[0], a.shape()[1], w.shape()[2]};
     r = b.dot_general(a, w, {0}, {0}, {2}, {1}, TensorType(acc, shape));
-  } else if (!platform_has_ragged_dot()) {
+  } else if (!platform_has_ragged_dot(ctx)) {
     Value offs = ctx.tensor(2);
     TORCH_CHECK(offs.rank() == 1, "grouped_mm: offs must be 1-D, got ", offs.rank(), " dims");
     if (a.rank() == 2 && w.rank() == 3) {

@@ -8,37 +8,25 @@
 // in place of the indexed dims when those are adjacent, first otherwise.
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
-#include <torch/library.h>
 
 #include <algorithm>
 #include <limits>
 #include <string>
 
-#include "aten/executor.h"
 #include "lowering/checks.h"
+#include "lowering/common.h"
 #include "lowering/lowering.h"
+#include "lowering/sorting.h"
 
 namespace torchtpu::lowering {
 namespace {
 
 using shlo::CompareDirection;
 
-std::string dims_list(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-  return s + "]";
-}
-
 std::vector<int64_t> range(int64_t from, int64_t to) {
   std::vector<int64_t> v;
   for (int64_t i = from; i < to; ++i) v.push_back(i);
   return v;
-}
-
-int64_t product(const std::vector<int64_t>& v) {
-  int64_t n = 1;
-  for (int64_t d : v) n *= d;
-  return n;
 }
 
 std::vector<int64_t> inverse(const std::vector<int64_t>& perm) {
@@ -52,13 +40,8 @@ Value gather(FunctionBuilder& b, Value operand, Value indices,
              const std::vector<int64_t>& offset_dims, const std::vector<int64_t>& collapsed,
              const std::vector<int64_t>& start_index_map, int64_t index_vector_dim,
              const std::vector<int64_t>& slice_sizes, const TensorType& result) {
-  std::string dn = "dimension_numbers = #stablehlo.gather<";
-  if (!offset_dims.empty()) dn += "offset_dims = " + dims_list(offset_dims) + ", ";
-  if (!collapsed.empty()) dn += "collapsed_slice_dims = " + dims_list(collapsed) + ", ";
-  dn += "start_index_map = " + dims_list(start_index_map) +
-        ", index_vector_dim = " + std::to_string(index_vector_dim) +
-        ">, indices_are_sorted = false, slice_sizes = " + shlo::i64_array(slice_sizes);
-  return b.op("stablehlo.gather", {operand, indices}, result, dn);
+  return b.gather(operand, indices, {offset_dims, collapsed, start_index_map, index_vector_dim},
+                  slice_sizes, result);
 }
 
 // How a scatter combines the existing element (a) with the update (b).
@@ -69,21 +52,12 @@ Value scatter(FunctionBuilder& b, Value operand, Value indices, Value updates,
               const std::vector<int64_t>& inserted_window_dims,
               const std::vector<int64_t>& scatter_dims_to_operand_dims, int64_t index_vector_dim,
               const Combine& combine) {
-  std::string dn = "indices_are_sorted = false, scatter_dimension_numbers = #stablehlo.scatter<";
-  if (!update_window_dims.empty()) {
-    dn += "update_window_dims = " + dims_list(update_window_dims) + ", ";
-  }
-  if (!inserted_window_dims.empty()) {
-    dn += "inserted_window_dims = " + dims_list(inserted_window_dims) + ", ";
-  }
-  dn += "scatter_dims_to_operand_dims = " + dims_list(scatter_dims_to_operand_dims) +
-        ", index_vector_dim = " + std::to_string(index_vector_dim) + ">, unique_indices = false";
-  TensorType s(operand.dtype(), {});
-  return b.op_multi(
-      "stablehlo.scatter", {operand, indices, updates}, {operand.type}, dn,
-      {{{s, s}, [&](FunctionBuilder& rb, const std::vector<Value>& a) -> std::vector<Value> {
-          return {combine(rb, a[0], a[1])};
-        }}})[0];
+  return b.scatter(
+      operand, indices, updates,
+      {update_window_dims, inserted_window_dims, scatter_dims_to_operand_dims, index_vector_dim},
+      [&](FunctionBuilder& rb, const std::vector<Value>& a) -> std::vector<Value> {
+        return {combine(rb, a[0], a[1])};
+      });
 }
 
 Value replace_op(FunctionBuilder&, Value, Value upd) { return upd; }
@@ -226,17 +200,6 @@ std::vector<Value> lower_index(LoweringContext& ctx) {
   Value g = gather(b, xt, ai.coords, range(nb, nb + nr), range(0, ai.k), range(0, ai.k), nb, slice,
                    x.type.with_shape(shape));
   return {coerce(b, b.transpose(g, result_perm(ai)), out)};
-}
-
-// Inclusive prefix sum along the only dim (Hillis-Steele: log2(n) shifted adds).
-Value prefix_sum(FunctionBuilder& b, Value v) {
-  int64_t n = v.shape()[0];
-  Value zero = b.constant_int(0, TensorType(v.dtype(), {}));
-  for (int64_t shift = 1; shift < n; shift *= 2) {
-    Value shifted = b.pad(b.slice(v, {0}, {n - shift}, {1}), zero, {shift}, {0}, {0});
-    v = b.add(v, shifted);
-  }
-  return v;
 }
 
 // x[mask] = values (or +=) for a single boolean mask over dims [d, d + mask.rank): element j
@@ -674,70 +637,6 @@ TORCHTPU_LOWERING("aten::index_fill.int_Scalar", lower_index_fill);
 TORCHTPU_LOWERING("aten::index_fill.int_Tensor", lower_index_fill);
 TORCHTPU_LOWERING("aten::take", lower_take);
 TORCHTPU_LOWERING("aten::put", lower_put);
-
-}  // namespace
-}  // namespace torchtpu::lowering
-
-// ---- eager glue ----
-// Index lists reach the tpu kernels through this shim, which (like CUDA) accepts index tensors
-// that live on the CPU by moving them to the device, and expands boolean masks of index.Tensor
-// into their nonzero coordinates: the result's shape depends on the mask's values, so only
-// nonzero itself has to see them.
-namespace torchtpu::lowering {
-namespace {
-
-void index_list_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  const auto& schema = op.schema();
-  torch::jit::Stack& s = *stack;
-  const size_t first = s.size() - schema.arguments().size();
-  const size_t li = first + *schema.argumentIndexWithName("indices");
-  const at::Tensor& self = s[first].toTensor();
-  bool expand_masks = schema.returns().size() == 1 && !schema.arguments()[0].alias_info() &&
-                      schema.name().find("index_put") == std::string::npos;
-  c10::List<std::optional<at::Tensor>> indices = s[li].toOptionalTensorList();
-  c10::List<std::optional<at::Tensor>> fixed;
-  bool changed = false;
-  int64_t self_dim = 0;  // the dim of self the i-th index starts at
-  for (size_t i = 0; i < indices.size(); ++i) {
-    std::optional<at::Tensor> t = indices.get(i);
-    if (t && t->defined() && (t->scalar_type() == at::kBool || t->scalar_type() == at::kByte)) {
-      // A mask's shape is known on the host: checked here as the CPU does, before its nonzero
-      // coordinates (which would be silently clamped) exist.
-      for (int64_t j = 0; j < t->dim(); ++j) {
-        int64_t d = self_dim + j;
-        TORCH_CHECK_INDEX(d < self.dim() && t->size(j) == self.size(d), "The shape of the mask ",
-                          t->sizes(), " at index ", j,
-                          " does not match the shape of the indexed tensor ", self.sizes(),
-                          " at index ", d);
-      }
-      self_dim += t->dim();
-    } else {
-      self_dim += 1;
-    }
-    if (t && t->defined() && t->device() != self.device() && t->dim() > 0) {
-      t = t->to(self.device());
-      changed = true;
-    }
-    bool mask =
-        t && t->defined() && (t->scalar_type() == at::kBool || t->scalar_type() == at::kByte);
-    if (expand_masks && mask && t->dim() > 0) {
-      at::Tensor nz = at::nonzero(*t);
-      for (int64_t j = 0; j < t->dim(); ++j) fixed.push_back(nz.select(1, j));
-      changed = true;
-    } else {
-      fixed.push_back(t);
-    }
-  }
-  if (changed) s[li] = c10::IValue(fixed);
-  aten::tpu_boxed_kernel(op, stack);
-}
-
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  for (const char* name : {"index.Tensor", "_unsafe_index.Tensor", "index_put", "index_put_",
-                           "_unsafe_index_put", "_index_put_impl_"}) {
-    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&index_list_kernel>());
-  }
-}
 
 }  // namespace
 }  // namespace torchtpu::lowering

@@ -2,19 +2,14 @@
 // preferred element type) and round once, as CPU's BLAS paths accumulate in f32; integer
 // products stay in their own type so they are exact (and wrap like CPU on overflow).
 #include <ATen/ops/_linalg_check_errors.h>
-#include <torch/library.h>
 
-#include "aten/executor.h"
+#include "lowering/common.h"
 #include "lowering/lowering.h"
 
 namespace torchtpu::lowering {
 namespace {
 
 using shlo::CompareDirection;
-
-ElementType acc_type(ElementType t) {
-  return t == ElementType::kBF16 || t == ElementType::kF16 ? ElementType::kF32 : t;
-}
 
 struct DotSpec {
   std::vector<int64_t> lhs_batch, rhs_batch, lhs_contract, rhs_contract;
@@ -23,7 +18,7 @@ struct DotSpec {
 // lhs x rhs in the accumulation type of the result, with the result's shape.
 Value product(LoweringContext& ctx, Value lhs, Value rhs, const DotSpec& s) {
   const TensorType& out = ctx.out_type();
-  ElementType acc = acc_type(out.dtype);
+  ElementType acc = opmath_type(out.dtype);
   lhs = ctx.b.convert(lhs, out.dtype);
   rhs = ctx.b.convert(rhs, out.dtype);
   return ctx.b.dot_general(lhs, rhs, s.lhs_batch, s.rhs_batch, s.lhs_contract, s.rhs_contract,
@@ -69,7 +64,7 @@ std::vector<Value> lower_addr(LoweringContext& ctx) {
   FunctionBuilder& b = ctx.b;
   const TensorType& out = ctx.out_type();
   const int64_t n = out.shape[0], m = out.shape[1];
-  TensorType acc_t(out.dtype == ElementType::kPred ? ElementType::kPred : acc_type(out.dtype),
+  TensorType acc_t(out.dtype == ElementType::kPred ? ElementType::kPred : opmath_type(out.dtype),
                    out.shape);
   Value v1 = b.broadcast_to(
       b.reshape(coerce(b, ctx.tensor(1), TensorType(acc_t.dtype, {n})), {n, 1}), {n, m});
@@ -97,24 +92,6 @@ TORCHTPU_LOWERING("aten::addmm", with_bias(kMM));
 TORCHTPU_LOWERING("aten::baddbmm", with_bias(kBMM));
 TORCHTPU_LOWERING("aten::addbmm", with_bias(kAddBMM));
 TORCHTPU_LOWERING("aten::addmv", with_bias(kMV));
-
-// _linalg_solve_ex(A, B, left, check_errors): with check_errors (torch.linalg.solve_ex(...,
-// check_errors=True)) the CPU raises on a nonzero info. A program cannot raise, so the lowered op
-// runs without it and the host checks its info afterwards, as the CPU kernel does (one sync,
-// only when asked).
-void linalg_solve_ex_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  const size_t first = stack->size() - op.schema().arguments().size();
-  c10::IValue& check = (*stack)[first + 3];
-  if (!check.toBool()) return aten::tpu_boxed_kernel(op, stack);
-  bool single = (*stack)[first].toTensor().dim() == 2;
-  check = c10::IValue(false);
-  aten::tpu_boxed_kernel(op, stack);
-  at::_linalg_check_errors(stack->back().toTensor(), "torch.linalg.solve_ex", single);
-}
-
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("_linalg_solve_ex", torch::CppFunction::makeFromBoxedFunction<&linalg_solve_ex_kernel>());
-}
 
 }  // namespace
 }  // namespace torchtpu::lowering

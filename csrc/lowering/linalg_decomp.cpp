@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "lowering/common.h"
 #include "lowering/lowering.h"
 
 namespace torchtpu::lowering {
@@ -83,7 +84,6 @@ Value iota_s64(FunctionBuilder& b, const Shape& shape, size_t d) {
 }
 
 Value eq(FunctionBuilder& b, Value x, Value y) { return b.compare(x, y, CompareDirection::kEQ); }
-Value land(FunctionBuilder& b, Value p, Value q) { return b.binary("stablehlo.and", p, q); }
 
 Value transpose_last2(FunctionBuilder& b, Value v) {
   std::vector<int64_t> perm = first_n(static_cast<size_t>(v.rank()));

@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "lowering/checks.h"
+#include "lowering/common.h"
 #include "lowering/lowering.h"
 #include "lowering/strided.h"
 
@@ -141,15 +142,11 @@ TORCHTPU_LOWERING("aten::nll_loss_backward", nll_backward);
 
 // Mean squared error. Half-precision inputs are computed and reduced in float32 (CPU accumulates
 // its reductions in float32 too) and rounded once at the end.
-ElementType mse_compute_type(ElementType t) {
-  return t == ElementType::kF16 || t == ElementType::kBF16 ? ElementType::kF32 : t;
-}
-
 std::vector<Value> mse_forward(LoweringContext& ctx) {
   auto& b = ctx.b;
   int64_t reduction = ctx.int_arg(2);
   TensorType out = ctx.out_type();
-  ElementType ct = mse_compute_type(out.dtype);
+  ElementType ct = opmath_type(out.dtype);
   // The elementwise shape is the broadcast of input and target (PyTorch warns, then broadcasts).
   std::vector<int64_t> shape = at::infer_size(ctx.tensor(0).shape(), ctx.tensor(1).shape());
   TensorType full(ct, shape);
@@ -170,7 +167,7 @@ std::vector<Value> mse_backward(LoweringContext& ctx) {
   auto& b = ctx.b;
   int64_t reduction = ctx.int_arg(3);
   TensorType out = ctx.out_type();
-  TensorType full(mse_compute_type(out.dtype), out.shape);
+  TensorType full(opmath_type(out.dtype), out.shape);
   Value d = b.sub(coerce(b, ctx.tensor(1), full), coerce(b, ctx.tensor(2), full));
   double scale = 2.0;
   if (reduction == kMean) scale /= static_cast<double>(std::max<int64_t>(1, numel_of(out.shape)));
@@ -185,14 +182,12 @@ TORCHTPU_LOWERING("aten::mse_loss_backward", mse_backward);
 
 using PointwiseFn = std::function<Value(FunctionBuilder&, Value x, Value t)>;
 
-Value splat(FunctionBuilder& b, double v, const Value& like) { return b.constant(v, like.type); }
-
 // `weight_arg`: an optional weight tensor multiplied into the elementwise loss (bce).
 std::vector<Value> pointwise_forward(LoweringContext& ctx, int64_t reduction, const PointwiseFn& fn,
                                      std::optional<size_t> weight_arg = {}) {
   auto& b = ctx.b;
   TensorType out = ctx.out_type();
-  ElementType ct = mse_compute_type(out.dtype);
+  ElementType ct = opmath_type(out.dtype);
   std::vector<int64_t> shape = at::infer_size(ctx.tensor(0).shape(), ctx.tensor(1).shape());
   TensorType full(ct, shape);
   Value l = fn(b, coerce(b, ctx.tensor(0), full), coerce(b, ctx.tensor(1), full));
@@ -216,7 +211,7 @@ std::vector<Value> pointwise_backward(LoweringContext& ctx, int64_t reduction,
                                       std::optional<size_t> weight_arg = {}) {
   auto& b = ctx.b;
   TensorType out = ctx.out_type();
-  TensorType full(mse_compute_type(out.dtype), out.shape);
+  TensorType full(opmath_type(out.dtype), out.shape);
   Value g = dfn(b, coerce(b, ctx.tensor(1), full), coerce(b, ctx.tensor(2), full));
   g = b.mul(g, coerce(b, ctx.tensor(0), full));
   if (weight_arg && !ctx.is_none(*weight_arg)) {
@@ -234,9 +229,9 @@ std::vector<Value> smooth_l1_forward(LoweringContext& ctx) {
   return pointwise_forward(ctx, ctx.int_arg(2), [beta](FunctionBuilder& b, Value x, Value t) {
     Value z = b.unary("stablehlo.abs", b.sub(x, t));
     if (beta == 0) return z;
-    Value quad = b.div(b.mul(splat(b, 0.5, z), b.mul(z, z)), splat(b, beta, z));
-    Value lin = b.sub(z, splat(b, 0.5 * beta, z));
-    return b.select(b.compare(z, splat(b, beta, z), shlo::CompareDirection::kLT), quad, lin);
+    Value quad = b.div(b.mul(cst(b, 0.5, z), b.mul(z, z)), cst(b, beta, z));
+    Value lin = b.sub(z, cst(b, 0.5 * beta, z));
+    return b.select(b.compare(z, cst(b, beta, z), shlo::CompareDirection::kLT), quad, lin);
   });
 }
 
@@ -245,11 +240,10 @@ std::vector<Value> smooth_l1_backward(LoweringContext& ctx) {
   double beta = ctx.double_arg(4);
   return pointwise_backward(ctx, ctx.int_arg(3), [beta](FunctionBuilder& b, Value x, Value t) {
     Value d = b.sub(x, t);
-    Value inner = beta == 0 ? splat(b, 0, d) : b.div(d, splat(b, beta, d));
-    Value r = b.select(b.compare(d, splat(b, beta, d), shlo::CompareDirection::kGE), splat(b, 1, d),
-                       inner);
-    return b.select(b.compare(d, splat(b, -beta, d), shlo::CompareDirection::kLE), splat(b, -1, d),
-                    r);
+    Value inner = beta == 0 ? cst(b, 0, d) : b.div(d, cst(b, beta, d));
+    Value r =
+        b.select(b.compare(d, cst(b, beta, d), shlo::CompareDirection::kGE), cst(b, 1, d), inner);
+    return b.select(b.compare(d, cst(b, -beta, d), shlo::CompareDirection::kLE), cst(b, -1, d), r);
   });
 }
 
@@ -258,9 +252,9 @@ std::vector<Value> huber_forward(LoweringContext& ctx) {
   double delta = ctx.double_arg(3);
   return pointwise_forward(ctx, ctx.int_arg(2), [delta](FunctionBuilder& b, Value x, Value t) {
     Value z = b.unary("stablehlo.abs", b.sub(x, t));
-    Value quad = b.mul(splat(b, 0.5, z), b.mul(z, z));
-    Value lin = b.mul(splat(b, delta, z), b.sub(z, splat(b, 0.5 * delta, z)));
-    return b.select(b.compare(z, splat(b, delta, z), shlo::CompareDirection::kLT), quad, lin);
+    Value quad = b.mul(cst(b, 0.5, z), b.mul(z, z));
+    Value lin = b.mul(cst(b, delta, z), b.sub(z, cst(b, 0.5 * delta, z)));
+    return b.select(b.compare(z, cst(b, delta, z), shlo::CompareDirection::kLT), quad, lin);
   });
 }
 
@@ -268,10 +262,10 @@ std::vector<Value> huber_backward(LoweringContext& ctx) {
   double delta = ctx.double_arg(4);
   return pointwise_backward(ctx, ctx.int_arg(3), [delta](FunctionBuilder& b, Value x, Value t) {
     Value d = b.sub(x, t);
-    Value r = b.select(b.compare(d, splat(b, delta, d), shlo::CompareDirection::kGE),
-                       splat(b, delta, d), d);
-    return b.select(b.compare(d, splat(b, -delta, d), shlo::CompareDirection::kLE),
-                    splat(b, -delta, d), r);
+    Value r =
+        b.select(b.compare(d, cst(b, delta, d), shlo::CompareDirection::kGE), cst(b, delta, d), d);
+    return b.select(b.compare(d, cst(b, -delta, d), shlo::CompareDirection::kLE), cst(b, -delta, d),
+                    r);
   });
 }
 
@@ -280,10 +274,10 @@ std::vector<Value> bce_forward(LoweringContext& ctx) {
   return pointwise_forward(
       ctx, ctx.int_arg(3),
       [](FunctionBuilder& b, Value x, Value t) {
-        Value floor = splat(b, -100, x);
+        Value floor = cst(b, -100, x);
         Value log_x = b.max(b.unary("stablehlo.log", x), floor);
         Value log_1mx = b.max(b.unary("stablehlo.log_plus_one", b.neg(x)), floor);
-        return b.sub(b.mul(b.sub(t, splat(b, 1, t)), log_1mx), b.mul(t, log_x));
+        return b.sub(b.mul(b.sub(t, cst(b, 1, t)), log_1mx), b.mul(t, log_x));
       },
       2);
 }
@@ -293,7 +287,7 @@ std::vector<Value> bce_backward(LoweringContext& ctx) {
   return pointwise_backward(
       ctx, ctx.int_arg(4),
       [](FunctionBuilder& b, Value x, Value t) {
-        Value denom = b.max(b.mul(b.sub(splat(b, 1, x), x), x), splat(b, 1e-12, x));
+        Value denom = b.max(b.mul(b.sub(cst(b, 1, x), x), x), cst(b, 1e-12, x));
         return b.div(b.sub(x, t), denom);
       },
       3);

@@ -5,10 +5,10 @@
 // float32 and rounds once.
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
-#include <torch/library.h>
 
 #include <vector>
 
+#include "lowering/common.h"
 #include "lowering/elementwise_util.h"
 #include "lowering/lowering.h"
 
@@ -18,8 +18,6 @@ namespace {
 using namespace ew;
 
 enum Reduction { kNone = 0, kMean = 1, kSum = 2 };
-
-ElementType opmath(ElementType t) { return is_half(t) ? ElementType::kF32 : t; }
 
 // (N, C) view of a 0-d, (C) or (N, C) input.
 std::pair<int64_t, int64_t> frame(const Value& x) {
@@ -73,7 +71,7 @@ MultiMargin multi_margin_common(LoweringContext& ctx, size_t self_i, size_t targ
 
 std::vector<Value> lower_multi_margin_loss(LoweringContext& ctx) {
   auto& b = ctx.b;
-  ElementType ct = opmath(ctx.out_type().dtype);
+  ElementType ct = opmath_type(ctx.out_type().dtype);
   TORCH_CHECK(is_fp(ct), "torchtpu lowering: multi_margin_loss needs a floating point input");
   int64_t reduction = ctx.int_arg(ctx.index_of("reduction"));
   MultiMargin m = multi_margin_common(ctx, 0, 1, 2, 3, 4, ct);
@@ -106,7 +104,7 @@ Value scale_by_grad(FunctionBuilder& b, Value grad_in, Value go, int64_t reducti
 
 std::vector<Value> lower_multi_margin_loss_backward(LoweringContext& ctx) {
   auto& b = ctx.b;
-  ElementType ct = opmath(ctx.out_type().dtype);
+  ElementType ct = opmath_type(ctx.out_type().dtype);
   int64_t reduction = ctx.int_arg(ctx.index_of("reduction"));
   MultiMargin m = multi_margin_common(ctx, 1, 2, 3, 4, 5, ct);
   auto [n, c] = frame(ctx.tensor(1));
@@ -169,7 +167,7 @@ MultiLabel multilabel_common(LoweringContext& ctx, Value input, Value target, El
 
 std::vector<Value> lower_multilabel_margin_loss_forward(LoweringContext& ctx) {
   auto& b = ctx.b;
-  ElementType ct = opmath(ctx.out_type(0).dtype);
+  ElementType ct = opmath_type(ctx.out_type(0).dtype);
   TORCH_CHECK(is_fp(ct), "torchtpu lowering: multilabel_margin_loss needs a floating point input");
   int64_t reduction = ctx.int_arg(2);
   Value input = ctx.tensor(0);
@@ -192,7 +190,7 @@ std::vector<Value> lower_multilabel_margin_loss_forward(LoweringContext& ctx) {
 
 std::vector<Value> lower_multilabel_margin_loss_backward(LoweringContext& ctx) {
   auto& b = ctx.b;
-  ElementType ct = opmath(ctx.out_type().dtype);
+  ElementType ct = opmath_type(ctx.out_type().dtype);
   int64_t reduction = ctx.int_arg(3);
   Value input = ctx.tensor(1);
   auto [n, c] = frame(input);
@@ -208,51 +206,6 @@ std::vector<Value> lower_multilabel_margin_loss_backward(LoweringContext& ctx) {
   Value grad = b.mul(b.sub(plus, minus), b.constant(g, TensorType(ct, nc)));
   grad = scale_by_grad(b, grad, ctx.tensor(0), reduction, n, c, ct);
   return {coerce(b, b.reshape(grad, ctx.out_type().shape), ctx.out_type())};
-}
-
-// PyTorch ships no meta kernels for the two backward ops: grad_input is shaped like self.
-at::Tensor multi_margin_loss_backward_meta(const at::Tensor& grad_output, const at::Tensor& self,
-                                           const at::Tensor& target, const at::Scalar& p,
-                                           const at::Scalar& margin,
-                                           const std::optional<at::Tensor>& weight,
-                                           int64_t reduction) {
-  (void)grad_output, (void)target, (void)p, (void)margin, (void)weight, (void)reduction;
-  return at::empty(self.sizes(), self.options().device(c10::kMeta));
-}
-
-at::Tensor multilabel_margin_loss_backward_meta(const at::Tensor& grad_output,
-                                                const at::Tensor& self, const at::Tensor& target,
-                                                int64_t reduction, const at::Tensor& is_target) {
-  (void)grad_output, (void)target, (void)reduction, (void)is_target;
-  return at::empty(self.sizes(), self.options().device(c10::kMeta));
-}
-
-// PyTorch's Python meta kernels (decompositions) give an unbatched input with reduction none a
-// (1) result where the CPU kernel returns 0-d: these follow the CPU kernel.
-at::Tensor multi_margin_loss_meta(const at::Tensor& self, const at::Tensor& target,
-                                  const at::Scalar& p, const at::Scalar& margin,
-                                  const std::optional<at::Tensor>& weight, int64_t reduction) {
-  (void)p, (void)margin, (void)weight;
-  auto opts = self.options().device(c10::kMeta);
-  if (reduction == kNone && target.dim() > 0)
-    return at::empty({self.dim() <= 1 ? 1 : self.size(0)}, opts);
-  return at::empty({}, opts);
-}
-
-std::tuple<at::Tensor, at::Tensor> multilabel_margin_loss_forward_meta(const at::Tensor& self,
-                                                                       const at::Tensor& target,
-                                                                       int64_t reduction) {
-  auto opts = self.options().device(c10::kMeta);
-  at::Tensor out = (reduction == kNone && target.dim() > 1) ? at::empty({self.size(0)}, opts)
-                                                            : at::empty({}, opts);
-  return {out, at::empty(target.sizes(), opts)};
-}
-
-TORCH_LIBRARY_IMPL(aten, Meta, m) {
-  m.impl("multi_margin_loss", TORCH_FN(multi_margin_loss_meta));
-  m.impl("multilabel_margin_loss_forward", TORCH_FN(multilabel_margin_loss_forward_meta));
-  m.impl("multi_margin_loss_backward", TORCH_FN(multi_margin_loss_backward_meta));
-  m.impl("multilabel_margin_loss_backward", TORCH_FN(multilabel_margin_loss_backward_meta));
 }
 
 }  // namespace

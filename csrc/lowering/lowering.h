@@ -42,10 +42,19 @@ struct LArg {
 class LoweringContext {
  public:
   LoweringContext(FunctionBuilder& builder, const c10::FunctionSchema& schema,
-                  std::vector<LArg> args, std::vector<TensorType> out_types)
-      : b(builder), schema_(schema), args_(std::move(args)), out_types_(std::move(out_types)) {}
+                  std::vector<LArg> args, std::vector<TensorType> out_types, std::string platform)
+      : b(builder),
+        schema_(schema),
+        args_(std::move(args)),
+        out_types_(std::move(out_types)),
+        platform_(std::move(platform)) {}
 
   FunctionBuilder& b;
+
+  // The PJRT platform the program is built for ("cpu", "cuda", "tpu"). A lowering may pick a
+  // formulation by it; it never asks the runtime (lowering cannot see runtime/), so whoever
+  // caches programs keys them by the platform too.
+  const std::string& platform() const { return platform_; }
 
   const c10::FunctionSchema& schema() const { return schema_; }
   size_t num_args() const { return args_.size(); }
@@ -81,6 +90,7 @@ class LoweringContext {
   const c10::FunctionSchema& schema_;
   std::vector<LArg> args_;
   std::vector<TensorType> out_types_;
+  std::string platform_;
   std::function<Value()> rng_source_;
 };
 

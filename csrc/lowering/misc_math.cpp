@@ -5,7 +5,6 @@
 // accumulation) so results agree to rounding.
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
-#include <torch/library.h>
 
 #include <algorithm>
 #include <cmath>
@@ -15,6 +14,7 @@
 #include <tuple>
 #include <vector>
 
+#include "lowering/common.h"
 #include "lowering/elementwise_util.h"
 #include "lowering/lowering.h"
 
@@ -27,9 +27,6 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kPi = 3.14159265358979323846;
 
-ElementType opmath(ElementType t) { return is_half(t) ? ElementType::kF32 : t; }
-Value land(FunctionBuilder& b, Value p, Value q) { return b.binary("stablehlo.and", p, q); }
-Value lnot(FunctionBuilder& b, Value p) { return b.unary("stablehlo.not", p); }
 Value c_lt(FunctionBuilder& b, Value x, Value y) { return cmp(b, x, y, CompareDirection::kLT); }
 Value c_gt(FunctionBuilder& b, Value x, Value y) { return cmp(b, x, y, CompareDirection::kGT); }
 Value c_le(FunctionBuilder& b, Value x, Value y) { return cmp(b, x, y, CompareDirection::kLE); }
@@ -66,7 +63,7 @@ std::vector<Value> lower_vdot(LoweringContext& ctx) {
   FunctionBuilder& b = ctx.b;
   const TensorType& out = ctx.out_type();
   TORCH_CHECK_NOT_IMPLEMENTED(out.dtype != ElementType::kPred, "vdot: bool");
-  ElementType acc = is_half(out.dtype) ? ElementType::kF32 : out.dtype;
+  ElementType acc = opmath_type(out.dtype);
   Value x = b.convert(ctx.tensor(0), out.dtype), y = b.convert(ctx.tensor(1), out.dtype);
   if (shlo::is_complex(x.dtype())) x = conj(b, x);  // vdot conjugates its first argument
   Value r = b.dot_general(x, y, {}, {}, {0}, {0}, TensorType(acc, {}));
@@ -152,7 +149,7 @@ std::vector<Value> lower_angle(LoweringContext& ctx) {
                        b.op("stablehlo.real", {z}, rt));
     return {coerce(b, a, ctx.out_type())};
   }
-  ElementType ct = opmath(ctx.out_type().dtype);
+  ElementType ct = opmath_type(ctx.out_type().dtype);
   TORCH_CHECK_NOT_IMPLEMENTED(is_fp(ct), "angle: non-float result");
   Value x = arg(ctx, 0, ct);
   // XLA:CPU flushes subnormals to zero, so angle(-1e-42) is 0 here (pi on CPU).
@@ -166,7 +163,7 @@ std::vector<Value> lower_angle(LoweringContext& ctx) {
 
 std::vector<Value> lower_logit_backward(LoweringContext& ctx) {
   FunctionBuilder& b = ctx.b;
-  ElementType ct = opmath(ctx.out_type().dtype);
+  ElementType ct = opmath_type(ctx.out_type().dtype);
   Value g = arg(ctx, 0, ct), x = arg(ctx, 1, ct);
   Value r = b.div(g, b.mul(x, b.sub(cst(b, 1, x), x)));
   double eps = ctx.is_none(2) ? -1.0 : ctx.double_arg(2);
@@ -186,7 +183,7 @@ std::vector<Value> lower_logit_backward(LoweringContext& ctx) {
 std::vector<Value> lower_renorm(LoweringContext& ctx) {
   FunctionBuilder& b = ctx.b;
   const TensorType& out = ctx.out_type();
-  ElementType ct = opmath(out.dtype);
+  ElementType ct = opmath_type(out.dtype);
   TORCH_CHECK(is_fp(ct), "renorm: expected a floating point input");
   Value x = coerce(b, ctx.tensor(0), out.with_dtype(ct));
   int64_t dim = wrap_dim(ctx.int_arg(2), std::max<int64_t>(x.rank(), 1));
@@ -222,7 +219,7 @@ std::vector<Value> lower_renorm(LoweringContext& ctx) {
 
 std::vector<Value> lower_softshrink(LoweringContext& ctx) {
   FunctionBuilder& b = ctx.b;
-  ElementType ct = opmath(ctx.out_type().dtype);
+  ElementType ct = opmath_type(ctx.out_type().dtype);
   Value x = arg(ctx, 0, ct), l = arg(ctx, 1, ct);
   Value r = b.select(c_gt(b, x, l), b.sub(x, l),
                      b.select(c_lt(b, x, b.neg(l)), b.add(x, l), b.mul(x, cst(b, 0, x))));
@@ -233,7 +230,7 @@ std::vector<Value> lower_softshrink(LoweringContext& ctx) {
 LoweringFn shrink_select(size_t value_i, size_t x_i, size_t l_i) {
   return [=](LoweringContext& ctx) -> std::vector<Value> {
     FunctionBuilder& b = ctx.b;
-    ElementType ct = opmath(ctx.out_type().dtype);
+    ElementType ct = opmath_type(ctx.out_type().dtype);
     Value v = arg(ctx, value_i, ct), x = arg(ctx, x_i, ct), l = arg(ctx, l_i, ct);
     Value inside = land(b, c_ge(b, x, b.neg(l)), c_le(b, x, l));
     return {coerce(b, b.select(inside, cst(b, 0, v), v), ctx.out_type())};
@@ -252,7 +249,7 @@ std::pair<Value, Value> halves(FunctionBuilder& b, Value x, int64_t dim) {
 
 std::vector<Value> lower_glu(LoweringContext& ctx) {
   FunctionBuilder& b = ctx.b;
-  ElementType ct = opmath(ctx.out_type().dtype);
+  ElementType ct = opmath_type(ctx.out_type().dtype);
   Value x = b.convert(ctx.tensor(0), ct);
   int64_t dim = wrap_dim(ctx.int_arg(1), x.rank());
   TORCH_CHECK(x.shape()[static_cast<size_t>(dim)] % 2 == 0,
@@ -264,7 +261,7 @@ std::vector<Value> lower_glu(LoweringContext& ctx) {
 
 std::vector<Value> lower_glu_backward(LoweringContext& ctx) {
   FunctionBuilder& b = ctx.b;
-  ElementType ct = opmath(ctx.out_type().dtype);
+  ElementType ct = opmath_type(ctx.out_type().dtype);
   Value go = b.convert(ctx.tensor(0), ct), x = b.convert(ctx.tensor(1), ct);
   int64_t dim = wrap_dim(ctx.int_arg(2), x.rank());
   auto [a, g] = halves(b, x, dim);
@@ -290,7 +287,7 @@ Value sum_to(FunctionBuilder& b, Value v, const TensorType& t) {
 
 std::vector<Value> lower_prelu(LoweringContext& ctx) {
   FunctionBuilder& b = ctx.b;
-  ElementType ct = opmath(ctx.out_type().dtype);
+  ElementType ct = opmath_type(ctx.out_type().dtype);
   Value x = arg(ctx, 0, ct), w = arg(ctx, 1, ct);
   return {coerce(b, b.select(c_gt(b, x, cst(b, 0, x)), x, b.mul(w, x)), ctx.out_type())};
 }
@@ -298,7 +295,7 @@ std::vector<Value> lower_prelu(LoweringContext& ctx) {
 std::vector<Value> lower_prelu_backward(LoweringContext& ctx) {
   FunctionBuilder& b = ctx.b;
   const TensorType& gx_t = ctx.out_type(0);
-  ElementType ct = opmath(gx_t.dtype);
+  ElementType ct = opmath_type(gx_t.dtype);
   // The broadcast shape of grad, self and weight.
   std::vector<int64_t> full = ctx.tensor(0).shape();
   TensorType ft(ct, full);
@@ -408,7 +405,7 @@ Value ndtri(FunctionBuilder& b, Value y0) {
 LoweringFn in_opmath(std::function<Value(FunctionBuilder&, Value)> f) {
   return [f](LoweringContext& ctx) -> std::vector<Value> {
     const TensorType& out = ctx.out_type();
-    ElementType ct = opmath(out.dtype);
+    ElementType ct = opmath_type(out.dtype);
     TORCH_CHECK(is_fp(ct), ctx.schema().name(), ": expected a floating point result");
     Value x = coerce(ctx.b, ctx.tensor(0), out.with_dtype(ct));
     return {coerce(ctx.b, f(ctx.b, x), out)};
@@ -436,58 +433,6 @@ TORCHTPU_LOWERING("aten::_prelu_kernel_backward", lower_prelu_backward);
 TORCHTPU_LOWERING("aten::special_erfcx", in_f64(erfcx64));
 TORCHTPU_LOWERING("aten::special_log_ndtr", in_f64(log_ndtr64));
 TORCHTPU_LOWERING("aten::special_ndtri", in_opmath(ndtri));
-
-// aten::_logcumsumexp (lowered in reduction.cpp) has no meta kernel in PyTorch; the eager
-// kernel needs one for the result type: same shape and dtype as the input.
-at::Tensor logcumsumexp_meta(const at::Tensor& self, int64_t dim) {
-  (void)dim;
-  return at::empty_like(self, self.options().device(c10::kMeta));
-}
-
-// aten::geqrf (lowered in linalg_decomp.cpp) has no meta kernel either: (a, tau) with tau of
-// batch x min(m, n).
-std::tuple<at::Tensor, at::Tensor> geqrf_meta(const at::Tensor& self) {
-  TORCH_CHECK(self.dim() >= 2, "geqrf: The input tensor A must have at least 2 dimensions.");
-  std::vector<int64_t> tau_shape(self.sizes().begin(), self.sizes().end() - 2);
-  tau_shape.push_back(std::min(self.size(-2), self.size(-1)));
-  auto opts = self.options().device(c10::kMeta);
-  return {at::empty_like(self, opts), at::empty(tau_shape, opts)};
-}
-
-// aten::linalg_lstsq (lowered in linalg_decomp.cpp) has no meta kernel: the shapes CPU
-// returns for full-rank inputs (driver gelsy by default; residuals for m > n except gelsy;
-// rank except gels; singular values for gelsd/gelss).
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> lstsq_meta(
-    const at::Tensor& self, const at::Tensor& b, std::optional<double> rcond,
-    std::optional<c10::string_view> driver) {
-  (void)rcond;
-  bool vector = b.dim() == self.dim() - 1 && b.sizes() == self.sizes().slice(0, self.dim() - 1);
-  TORCH_CHECK_NOT_IMPLEMENTED(self.dim() >= 2 && b.dim() >= 2 && !vector,
-                              "torchtpu: linalg_lstsq meta: matrix right-hand sides only");
-  std::string drv = driver ? std::string(*driver) : "gelsy";
-  int64_t m = self.size(-2), n = self.size(-1), k = b.size(-1);
-  std::vector<int64_t> batch =
-      at::infer_size(self.sizes().slice(0, self.dim() - 2), b.sizes().slice(0, b.dim() - 2));
-  auto opts = self.options().device(c10::kMeta);
-  auto with = [&](std::vector<int64_t> tail) {
-    std::vector<int64_t> s = batch;
-    s.insert(s.end(), tail.begin(), tail.end());
-    return s;
-  };
-  at::Tensor sol = at::empty(with({n, k}), opts);
-  at::Tensor res = (m > n && drv != "gelsy") ? at::empty(with({k}), opts) : at::empty({0}, opts);
-  at::Tensor rank = drv != "gels" ? at::empty(with({}), opts.dtype(at::kLong))
-                                  : at::empty({0}, opts.dtype(at::kLong));
-  at::Tensor sv = (drv == "gelsd" || drv == "gelss") ? at::empty(with({std::min(m, n)}), opts)
-                                                     : at::empty({0}, opts);
-  return {sol, res, rank, sv};
-}
-
-TORCH_LIBRARY_IMPL(aten, Meta, m) {
-  m.impl("linalg_lstsq", TORCH_FN(lstsq_meta));
-  m.impl("_logcumsumexp", TORCH_FN(logcumsumexp_meta));
-  m.impl("geqrf", TORCH_FN(geqrf_meta));
-}
 
 }  // namespace
 }  // namespace torchtpu::lowering

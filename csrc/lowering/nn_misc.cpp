@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 
+#include "lowering/common.h"
 #include "lowering/lowering.h"
 #include "lowering/resample_u8.h"
 #include "lowering/taps.h"
@@ -22,16 +23,6 @@
 namespace torchtpu::lowering {
 
 namespace {
-
-bool is_half(ElementType t) { return t == ElementType::kBF16 || t == ElementType::kF16; }
-ElementType acc_type(ElementType t) { return is_half(t) ? ElementType::kF32 : t; }
-
-// The CPU kernels dispatch on a fixed dtype list; other dtypes are refused the same way.
-void require_dtype(const LoweringContext& ctx, const Value& x, bool ok) {
-  std::string name = ctx.schema().name();
-  TORCH_CHECK(ok, "\"", name.substr(name.find("::") + 2), "\" not implemented for '",
-              c10::toString(to_scalar_type(x.dtype())), "'");
-}
 
 // ---- upsampling ----
 
@@ -151,7 +142,7 @@ LoweringFn upsample(Mode mode, size_t nd) {
     }
     std::vector<Taps> taps = upsample_taps(ctx, mode, nd, x.shape(), out.shape, align);
     // Linear modes interpolate the last dim first, as the CPU kernel nests them.
-    Value v = b.convert(x, fp ? acc_type(x.dtype()) : x.dtype());
+    Value v = b.convert(x, fp ? opmath_type(x.dtype()) : x.dtype());
     int64_t lead = x.rank() - static_cast<int64_t>(nd);
     for (size_t i = nd; i-- > 0;) v = taps[i].apply(b, v, lead + static_cast<int64_t>(i));
     return {coerce(b, v, out)};
@@ -167,7 +158,7 @@ LoweringFn upsample_backward(Mode mode, size_t nd) {
     if (out.numel() == 0 || g.type.numel() == 0) return {zeros(b, out)};
     bool align = (mode == Mode::kLinear || mode == Mode::kCubic) && ctx.bool_arg(3);
     std::vector<Taps> taps = upsample_taps(ctx, mode, nd, out.shape, g.shape(), align);
-    Value v = b.convert(g, acc_type(g.dtype()));
+    Value v = b.convert(g, opmath_type(g.dtype()));
     int64_t lead = g.rank() - static_cast<int64_t>(nd);
     for (size_t i = 0; i < nd; ++i) {
       v = taps[i].transposed().apply(b, v, lead + static_cast<int64_t>(i));
@@ -234,7 +225,7 @@ LoweringFn edge_pad_backward(bool reflect, size_t nd) {
     Value x = ctx.tensor(1);
     if (out.numel() == 0 || g.type.numel() == 0) return {zeros(b, out)};
     std::vector<Taps> taps = pad_taps(ctx, x.shape(), nd, reflect);
-    Value v = b.convert(g, acc_type(g.dtype()));
+    Value v = b.convert(g, opmath_type(g.dtype()));
     int64_t lead = g.rank() - static_cast<int64_t>(nd);
     for (size_t i = 0; i < nd; ++i) {
       v = taps[i].transposed().apply(b, v, lead + static_cast<int64_t>(i));
@@ -306,7 +297,7 @@ std::vector<Value> lower_col2im(LoweringContext& ctx) {
   Patches p = patches_of(ctx, h, w);
   if (out.numel() == 0) return {zeros(b, out)};
   int64_t n = cols.shape()[0], c = cols.shape()[1] / (p.kh * p.kw);
-  ElementType acc = acc_type(cols.dtype());
+  ElementType acc = opmath_type(cols.dtype());
   Value blocks = b.reshape(b.convert(cols, acc), {n, c, p.kh * p.kw, p.oh, p.ow});
   Value zero = b.constant(0, TensorType(acc, {}));
   int64_t hp = h + 2 * p.ph, wp = w + 2 * p.pw;

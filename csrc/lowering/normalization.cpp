@@ -8,19 +8,15 @@
 //   grad_weight = sum(grad_out * xhat), grad_bias = sum(grad_out)  over everything else.
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
-#include <torch/library.h>
 
 #include <algorithm>
 #include <optional>
 
-#include "aten/executor.h"
+#include "lowering/common.h"
 #include "lowering/lowering.h"
 
 namespace torchtpu::lowering {
 namespace {
-
-bool is_half(ElementType t) { return t == ElementType::kBF16 || t == ElementType::kF16; }
-ElementType acc_type(ElementType t) { return is_half(t) ? ElementType::kF32 : t; }
 
 Value sum(FunctionBuilder& b, Value x, const std::vector<int64_t>& dims) {
   return b.reduce_simple(x, b.constant(0, TensorType(x.dtype(), {})), dims, "stablehlo.add");
@@ -36,32 +32,22 @@ Value back(FunctionBuilder& b, Value reduced, const std::vector<int64_t>& shape,
   return b.broadcast_in_dim(reduced, shape, kept);
 }
 
-int64_t count(const Value& x, const std::vector<int64_t>& dims) {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= x.shape()[static_cast<size_t>(d)];
-  return n;
-}
-
-Value scalar_like(FunctionBuilder& b, double v, const Value& like) {
-  return b.constant(v, like.type);
-}
-
 struct Stats {
   Value mean, var;  // reduced over dims (biased variance)
 };
 
 Stats moments(FunctionBuilder& b, Value x, const std::vector<int64_t>& dims) {
-  double n = static_cast<double>(count(x, dims));
+  double n = static_cast<double>(reduced_count(x, dims));
   Value mean = sum(b, x, dims);
-  mean = b.div(mean, scalar_like(b, n, mean));
+  mean = b.div(mean, cst(b, n, mean));
   Value d = b.sub(x, back(b, mean, x.shape(), dims));
   Value var = sum(b, b.mul(d, d), dims);
-  var = b.div(var, scalar_like(b, n, var));
+  var = b.div(var, cst(b, n, var));
   return {mean, var};
 }
 
 Value rsqrt_eps(FunctionBuilder& b, Value var, double eps) {
-  return b.unary("stablehlo.rsqrt", b.add(var, scalar_like(b, eps, var)));
+  return b.unary("stablehlo.rsqrt", b.add(var, cst(b, eps, var)));
 }
 
 // Optional per-channel tensor (weight, bias, running stats) broadcast along `dim` of `shape`.
@@ -91,7 +77,7 @@ std::vector<Value> batch_norm(LoweringContext& ctx, const BatchNormArgs& a, bool
                               size_t stats_out = 3) {
   FunctionBuilder& b = ctx.b;
   Value x_in = ctx.tensor(0);
-  ElementType acc = acc_type(x_in.dtype());
+  ElementType acc = opmath_type(x_in.dtype());
   Value x = b.convert(x_in, acc);
   std::vector<int64_t> dims = batch_norm_dims(x);
   std::vector<Value> r;
@@ -101,12 +87,11 @@ std::vector<Value> batch_norm(LoweringContext& ctx, const BatchNormArgs& a, bool
     mean = s.mean;
     invstd = rsqrt_eps(b, s.var, a.eps);
     if (update) {
-      double n = static_cast<double>(count(x, dims));
+      double n = static_cast<double>(reduced_count(x, dims));
       for (size_t i : {a.running_mean, a.running_var}) {
         Value old = ctx.tensor(i);
-        Value stat = i == a.running_mean
-                         ? s.mean
-                         : b.mul(s.var, scalar_like(b, n / std::max(n - 1, 1.0), s.var));
+        Value stat =
+            i == a.running_mean ? s.mean : b.mul(s.var, cst(b, n / std::max(n - 1, 1.0), s.var));
         stat = b.convert(stat, old.dtype());
         Value m = b.constant(a.momentum, old.type);
         Value keep = b.constant(1 - a.momentum, old.type);
@@ -202,7 +187,7 @@ c10::List<bool> output_mask(const LoweringContext& ctx) {
 std::vector<Value> lower_batch_norm_backward(LoweringContext& ctx) {
   FunctionBuilder& b = ctx.b;
   Value x_in = ctx.tensor(1);
-  ElementType acc = acc_type(x_in.dtype());
+  ElementType acc = opmath_type(x_in.dtype());
   Value x = b.convert(x_in, acc);
   Value g = b.convert(ctx.tensor(0), acc);
   bool train = ctx.bool_arg(7);
@@ -230,9 +215,9 @@ std::vector<Value> lower_batch_norm_backward(LoweringContext& ctx) {
     if (!ctx.is_none(2)) scale = b.mul(scale, b.convert(ctx.tensor(2), acc));
     Value gi = g;
     if (train) {
-      double n = static_cast<double>(count(x, dims));
-      Value mg = b.div(sum_g, scalar_like(b, n, sum_g));
-      Value k = b.div(b.mul(b.mul(dotp, invstd), invstd), scalar_like(b, n, dotp));
+      double n = static_cast<double>(reduced_count(x, dims));
+      Value mg = b.div(sum_g, cst(b, n, sum_g));
+      Value k = b.div(b.mul(b.mul(dotp, invstd), invstd), cst(b, n, dotp));
       gi = b.sub(b.sub(g, back(b, mg, shape, dims)), b.mul(d, back(b, k, shape, dims)));
     }
     r[0] = b.mul(gi, back(b, scale, shape, dims));
@@ -264,7 +249,7 @@ std::vector<Value> lower_layer_norm(LoweringContext& ctx) {
   FunctionBuilder& b = ctx.b;
   Value x_in = ctx.tensor(0);
   size_t k = ctx.int_list(1).size();
-  ElementType acc = acc_type(x_in.dtype());
+  ElementType acc = opmath_type(x_in.dtype());
   Value x = b.convert(x_in, acc);
   if (x.type.numel() == 0) {
     return {zeros(b, ctx.out_type(0)), zeros(b, ctx.out_type(1)), zeros(b, ctx.out_type(2))};
@@ -286,7 +271,7 @@ std::vector<Value> lower_layer_norm_backward(LoweringContext& ctx) {
   FunctionBuilder& b = ctx.b;
   Value x_in = ctx.tensor(1);
   size_t k = ctx.int_list(2).size();
-  ElementType acc = acc_type(x_in.dtype());
+  ElementType acc = opmath_type(x_in.dtype());
   Value x = b.convert(x_in, acc);
   Value go = b.convert(ctx.tensor(0), acc);
   c10::List<bool> mask = output_mask(ctx);
@@ -302,11 +287,11 @@ std::vector<Value> lower_layer_norm_backward(LoweringContext& ctx) {
   if (mask.get(0)) {
     Value g = go;
     if (auto w = trailing(ctx, 5, acc, shape, k)) g = b.mul(g, *w);
-    double n = static_cast<double>(std::max<int64_t>(count(x, dims), 1));
+    double n = static_cast<double>(std::max<int64_t>(reduced_count(x, dims), 1));
     Value mg = sum(b, g, dims);
-    mg = b.div(mg, scalar_like(b, n, mg));
+    mg = b.div(mg, cst(b, n, mg));
     Value mgx = sum(b, b.mul(g, xhat), dims);
-    mgx = b.div(mgx, scalar_like(b, n, mgx));
+    mgx = b.div(mgx, cst(b, n, mgx));
     Value gi = b.sub(b.sub(g, back(b, mg, shape, dims)), b.mul(xhat, back(b, mgx, shape, dims)));
     r[0] = b.mul(gi, rstd);
   }
@@ -323,7 +308,7 @@ std::vector<Value> lower_group_norm(LoweringContext& ctx) {
   FunctionBuilder& b = ctx.b;
   Value x_in = ctx.tensor(0);
   int64_t n = ctx.int_arg(3), c = ctx.int_arg(4), hw = ctx.int_arg(5), g = ctx.int_arg(6);
-  ElementType acc = acc_type(x_in.dtype());
+  ElementType acc = opmath_type(x_in.dtype());
   if (x_in.type.numel() == 0) {
     return {zeros(b, ctx.out_type(0)), zeros(b, ctx.out_type(1)), zeros(b, ctx.out_type(2))};
   }
@@ -344,7 +329,7 @@ std::vector<Value> lower_group_norm_backward(LoweringContext& ctx) {
   FunctionBuilder& b = ctx.b;
   Value x_in = ctx.tensor(1);
   int64_t n = ctx.int_arg(5), c = ctx.int_arg(6), hw = ctx.int_arg(7), g = ctx.int_arg(8);
-  ElementType acc = acc_type(x_in.dtype());
+  ElementType acc = opmath_type(x_in.dtype());
   c10::List<bool> mask = output_mask(ctx);
   std::vector<int64_t> shape{n, g, c / g, hw};
   Value x = b.reshape(b.convert(x_in, acc), shape);
@@ -361,9 +346,9 @@ std::vector<Value> lower_group_norm_backward(LoweringContext& ctx) {
     }
     double m = static_cast<double>(std::max<int64_t>(c / g * hw, 1));
     Value mg = sum(b, gw, {2, 3});
-    mg = b.div(mg, scalar_like(b, m, mg));
+    mg = b.div(mg, cst(b, m, mg));
     Value mgx = sum(b, b.mul(gw, xhat), {2, 3});
-    mgx = b.div(mgx, scalar_like(b, m, mgx));
+    mgx = b.div(mgx, cst(b, m, mgx));
     Value gi =
         b.sub(b.sub(gw, back(b, mg, shape, {2, 3})), b.mul(xhat, back(b, mgx, shape, {2, 3})));
     r[0] = b.mul(gi, rstd);
@@ -388,143 +373,6 @@ TORCHTPU_LOWERING("aten::native_layer_norm", lower_layer_norm);
 TORCHTPU_LOWERING("aten::native_layer_norm_backward", lower_layer_norm_backward);
 TORCHTPU_LOWERING("aten::native_group_norm", lower_group_norm);
 TORCHTPU_LOWERING("aten::native_group_norm_backward", lower_group_norm_backward);
-
-}  // namespace
-}  // namespace torchtpu::lowering
-
-// ---- eager glue ----
-// Two things the generic eager kernel cannot express yet, handled by explicit tpu kernels that
-// still run the lowerings above:
-//  - batch norm updates running_mean/running_var in place while also returning fresh tensors
-//    (native_batch_norm without even saying so in its schema): training with running stats
-//    runs the functional form and copies the new stats back into the caller's tensors.
-//  - the *_backward ops return None for outputs that output_mask leaves out, which the eager
-//    kernel cannot type: the kernels ask for every output and drop the unrequested ones.
-namespace torchtpu::lowering {
-namespace {
-
-void native_batch_norm_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  torch::jit::Stack& s = *stack;
-  const size_t first = s.size() - op.schema().arguments().size();
-  std::optional<at::Tensor> running_mean = s[first + 3].toOptional<at::Tensor>();
-  std::optional<at::Tensor> running_var = s[first + 4].toOptional<at::Tensor>();
-  bool training = s[first + 5].toBool();
-  if (!training) {
-    // Like the CPU kernel, evaluation returns empty save_mean/save_invstd (the backward reads
-    // the running statistics instead).
-    aten::tpu_boxed_kernel(op, stack);
-    for (size_t i = s.size() - 2; i < s.size(); ++i) {
-      s[i] = at::empty({0}, s[i].toTensor().options());
-    }
-    return;
-  }
-  if (!running_mean || !running_mean->defined() || !running_var || !running_var->defined()) {
-    return aten::tpu_boxed_kernel(op, stack);
-  }
-  auto r = at::_native_batch_norm_legit_functional(
-      s[first].toTensor(), s[first + 1].toOptional<at::Tensor>(),
-      s[first + 2].toOptional<at::Tensor>(), *running_mean, *running_var, true,
-      s[first + 6].toDouble(), s[first + 7].toDouble());
-  running_mean->copy_(std::get<3>(r));
-  running_var->copy_(std::get<4>(r));
-  s.erase(s.begin() + static_cast<std::ptrdiff_t>(first), s.end());
-  s.emplace_back(std::get<0>(r));
-  s.emplace_back(std::get<1>(r));
-  s.emplace_back(std::get<2>(r));
-}
-
-// _native_batch_norm_legit(input, weight, bias, running_mean(a!), running_var(b!), training,
-// momentum, eps) and _batch_norm_with_update(input, weight, bias, running_mean(a!),
-// running_var(b!), momentum, eps) update the statistics in place and return fresh tensors:
-// their functional forms return both, and the statistics are copied back.
-void batch_norm_update_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  torch::jit::Stack& s = *stack;
-  const size_t first = s.size() - op.schema().arguments().size();
-  bool legit = op.schema().name() == "aten::_native_batch_norm_legit";
-  at::Tensor input = s[first].toTensor();
-  auto weight = s[first + 1].toOptional<at::Tensor>();
-  auto bias = s[first + 2].toOptional<at::Tensor>();
-  at::Tensor running_mean = s[first + 3].toTensor();
-  at::Tensor running_var = s[first + 4].toTensor();
-  bool training = legit ? s[first + 5].toBool() : true;
-  double momentum = s[first + (legit ? 6 : 5)].toDouble();
-  double eps = s[first + (legit ? 7 : 6)].toDouble();
-  std::vector<at::Tensor> outs;
-  if (legit && !training) {
-    auto r = at::_native_batch_norm_legit_no_training(input, weight, bias, running_mean,
-                                                      running_var, momentum, eps);
-    // Evaluation returns empty save_mean/save_invstd, like the CPU kernel.
-    outs = {std::get<0>(r), at::empty({0}, std::get<1>(r).options()),
-            at::empty({0}, std::get<2>(r).options())};
-  } else if (legit) {
-    auto r = at::_native_batch_norm_legit_functional(input, weight, bias, running_mean, running_var,
-                                                     true, momentum, eps);
-    running_mean.copy_(std::get<3>(r));
-    running_var.copy_(std::get<4>(r));
-    outs = {std::get<0>(r), std::get<1>(r), std::get<2>(r)};
-  } else {
-    auto r = at::_batch_norm_with_update_functional(input, weight, bias, running_mean, running_var,
-                                                    momentum, eps);
-    running_mean.copy_(std::get<4>(r));
-    running_var.copy_(std::get<5>(r));
-    outs = {std::get<0>(r), std::get<1>(r), std::get<2>(r), std::get<3>(r)};
-  }
-  s.erase(s.begin() + static_cast<std::ptrdiff_t>(first), s.end());
-  for (at::Tensor& t : outs) s.emplace_back(std::move(t));
-}
-
-// Runs `op` with every output_mask entry set, then blanks the outputs nobody asked for.
-// `fixup` may fill optional arguments the meta kernel needs to produce every output.
-template <void (*fixup)(torch::jit::Stack&, size_t)>
-void all_outputs_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  const auto& schema = op.schema();
-  torch::jit::Stack& s = *stack;
-  const size_t first = s.size() - schema.arguments().size();
-  const size_t mi = first + *schema.argumentIndexWithName("output_mask");
-  std::vector<bool> want;
-  for (bool m : s[mi].toBoolList()) want.push_back(m);
-  c10::List<bool> all;
-  for (size_t i = 0; i < want.size(); ++i) all.push_back(true);
-  s[mi] = c10::IValue(all);
-  fixup(s, first);
-  aten::tpu_boxed_kernel(op, stack);
-  const size_t ret = s.size() - schema.returns().size();
-  for (size_t i = 0; i < want.size(); ++i) {
-    if (!want[i]) s[ret + i] = c10::IValue(at::Tensor());
-  }
-}
-
-void no_fixup(torch::jit::Stack&, size_t) {}
-
-// native_layer_norm_backward has no weight/bias gradient without weight/bias: give it ones
-// (which leaves grad_input unchanged) for both.
-void layer_norm_fixup(torch::jit::Stack& s, size_t first) {
-  std::optional<at::Tensor> w = s[first + 5].toOptional<at::Tensor>();
-  std::optional<at::Tensor> bias = s[first + 6].toOptional<at::Tensor>();
-  if (w && w->defined() && bias && bias->defined()) return;
-  at::Tensor input = s[first + 1].toTensor();
-  std::vector<int64_t> shape = s[first + 2].toIntVector();
-  at::Tensor ones = at::ones(shape, input.options());
-  if (!w || !w->defined()) s[first + 5] = ones;
-  if (!bias || !bias->defined()) s[first + 6] = ones;
-}
-
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("native_batch_norm",
-         torch::CppFunction::makeFromBoxedFunction<&native_batch_norm_kernel>());
-  m.impl("_native_batch_norm_legit",
-         torch::CppFunction::makeFromBoxedFunction<&batch_norm_update_kernel>());
-  m.impl("_batch_norm_with_update",
-         torch::CppFunction::makeFromBoxedFunction<&batch_norm_update_kernel>());
-  m.impl("native_batch_norm_backward",
-         torch::CppFunction::makeFromBoxedFunction<&all_outputs_kernel<&no_fixup>>());
-  m.impl("batch_norm_backward",
-         torch::CppFunction::makeFromBoxedFunction<&all_outputs_kernel<&no_fixup>>());
-  m.impl("native_group_norm_backward",
-         torch::CppFunction::makeFromBoxedFunction<&all_outputs_kernel<&no_fixup>>());
-  m.impl("native_layer_norm_backward",
-         torch::CppFunction::makeFromBoxedFunction<&all_outputs_kernel<&layer_norm_fixup>>());
-}
 
 }  // namespace
 }  // namespace torchtpu::lowering

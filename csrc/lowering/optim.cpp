@@ -3,6 +3,7 @@
 // FusedSGDKernel.cpp) in the parameter dtype's opmath type (float32 for half types). The
 // in-place ops the optimizers call lower these functional forms; the eager kernel writes every
 // returned list back into the parameters, gradients and state.
+#include "lowering/common.h"
 #include "lowering/lowering.h"
 
 namespace torchtpu::lowering {
@@ -10,12 +11,8 @@ namespace {
 
 using shlo::CompareDirection;
 
-ElementType opmath(ElementType t) {
-  return t == ElementType::kF64 ? ElementType::kF64 : ElementType::kF32;
-}
-
 // A 0-d operand in `acc` from a Tensor argument or a runtime float (eager `lr`: see
-// aten/call_state.h's is_runtime_number), or a float attribute (a compiled graph's constant).
+// aten/call_state.h's is_runtime_float), or a float attribute (a compiled graph's constant).
 Value scalar_of(LoweringContext& ctx, size_t i, ElementType acc) {
   const LArg& a = ctx.arg(i);
   if (a.kind == LArg::Kind::kScalar) return ctx.b.convert(a.value, acc);
@@ -37,8 +34,6 @@ std::optional<Value> optional_scalar(LoweringContext& ctx, const char* name, Ele
 Value splat(FunctionBuilder& b, Value s, const Value& like) {
   return b.broadcast_to(s, like.shape());
 }
-
-Value cst(FunctionBuilder& b, double v, ElementType t) { return b.constant(v, TensorType(t, {})); }
 
 // (Tensor[] self, Tensor[] grads, Tensor[] exp_avgs, Tensor[] exp_avg_sqs,
 //  Tensor[] max_exp_avg_sqs, Tensor[] state_steps, *, float|Tensor lr, float beta1, float beta2,
@@ -66,7 +61,7 @@ std::vector<Value> lower_fused_adam(LoweringContext& ctx, bool adamw) {
   for (size_t i = 0; i < n; ++i) {
     Value p = params[i], g = grads[i];
     TORCH_CHECK(shlo::is_float(p.dtype()), op, ": parameters must be floating point");
-    ElementType acc = opmath(p.dtype());
+    ElementType acc = f32_or_f64(p.dtype());
     Value lr = scalar_of(ctx, ctx.index_of("lr"), acc);
     std::optional<Value> grad_scale = optional_scalar(ctx, "grad_scale", acc);
     std::optional<Value> found_inf = optional_scalar(ctx, "found_inf", acc);
@@ -158,7 +153,7 @@ std::vector<Value> lower_fused_sgd(LoweringContext& ctx) {
   for (size_t i = 0; i < n; ++i) {
     Value p = params[i], g = grads[i];
     TORCH_CHECK(shlo::is_float(p.dtype()), "_fused_sgd_: parameters must be floating point");
-    ElementType acc = opmath(p.dtype());
+    ElementType acc = f32_or_f64(p.dtype());
     Value lr = scalar_of(ctx, ctx.index_of("lr"), acc);
     std::optional<Value> grad_scale = optional_scalar(ctx, "grad_scale", acc);
     std::optional<Value> found_inf = optional_scalar(ctx, "found_inf", acc);

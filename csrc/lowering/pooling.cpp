@@ -21,6 +21,7 @@
 #include <string>
 
 #include "lowering/checks.h"
+#include "lowering/common.h"
 #include "lowering/lowering.h"
 #include "lowering/taps.h"
 
@@ -29,24 +30,8 @@ namespace {
 
 using shlo::CompareDirection;
 
-bool is_half(ElementType t) { return t == ElementType::kBF16 || t == ElementType::kF16; }
-ElementType acc_type(ElementType t) { return is_half(t) ? ElementType::kF32 : t; }
-
 std::string padding_attr(size_t rank) {
   return "dense<0> : tensor<" + std::to_string(rank) + "x2xi64>";
-}
-
-int64_t product(const std::vector<int64_t>& v) {
-  int64_t n = 1;
-  for (int64_t d : v) n *= d;
-  return n;
-}
-
-// The CPU kernels dispatch on a fixed dtype list; other dtypes are refused the same way.
-void require_dtype(const LoweringContext& ctx, const Value& x, bool ok) {
-  std::string name = ctx.schema().name();
-  TORCH_CHECK(ok, "\"", name.substr(name.find("::") + 2), "\" not implemented for '",
-              c10::toString(to_scalar_type(x.dtype())), "'");
 }
 
 // reduce_window over all dims of `inputs` (no padding: callers pad explicitly).
@@ -231,7 +216,7 @@ LoweringFn max_pool(size_t nd) {
 // backward shares it.
 Value scatter_planes(FunctionBuilder& b, Value grad, Value indices, const TensorType& in_type,
                      size_t lead, bool add) {
-  ElementType acc = acc_type(in_type.dtype);
+  ElementType acc = opmath_type(in_type.dtype);
   std::vector<int64_t> lead_shape(in_type.shape.begin(),
                                   in_type.shape.begin() + static_cast<int64_t>(lead));
   int64_t planes = product(lead_shape);
@@ -346,7 +331,7 @@ LoweringFn avg_pool(size_t nd) {
     if (out.numel() == 0 || x.type.numel() == 0) return {zeros(b, out)};
     Window w = window_of(ctx, x, out.shape, nd, false);
     AvgArgs a = avg_args(ctx);
-    ElementType acc = acc_type(x.dtype());
+    ElementType acc = opmath_type(x.dtype());
     Value xp = pad_spatial(b, b.convert(x, acc), w, b.constant(0, TensorType(acc, {})));
     Value s = window_sum(b, xp, full(w, w.k, 1), full(w, w.s, 1));
     return {coerce(b, divide_by(b, s, w, a), out)};
@@ -364,7 +349,7 @@ LoweringFn avg_pool_backward(size_t nd) {
     if (out.numel() == 0 || grad.type.numel() == 0) return {zeros(b, out)};
     Window w = window_of(ctx, x, grad.shape(), nd, false);
     AvgArgs a = avg_args(ctx);
-    ElementType acc = acc_type(x.dtype());
+    ElementType acc = opmath_type(x.dtype());
     Value g = divide_by(b, b.convert(grad, acc), w, a);
     // Scatter every output's share back over its window: dilate by the stride, pad by k - 1
     // and sum windows of k. The result spans the padded input [-p, in + hi).
@@ -418,7 +403,7 @@ LoweringFn adaptive_avg_pool(size_t nd, bool backward) {
     const TensorType& out_t = backward ? x.type : out;
     require_dtype(ctx, x, shlo::is_float(x.dtype()));
     if (out.numel() == 0 || x.type.numel() == 0) return {zeros(b, out)};
-    ElementType acc = acc_type(x.dtype());
+    ElementType acc = opmath_type(x.dtype());
     Value v = b.convert(x, acc);
     size_t lead = static_cast<size_t>(x.rank()) - nd;
     for (size_t i = 0; i < nd; ++i) {

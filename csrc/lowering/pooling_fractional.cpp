@@ -8,7 +8,6 @@
 // The backward scatter-adds grad_output at the recorded indices.
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
-#include <torch/library.h>
 
 #include <limits>
 #include <string>
@@ -143,18 +142,6 @@ TORCHTPU_LOWERING("aten::fractional_max_pool2d", fractional_max_pool(2));
 TORCHTPU_LOWERING("aten::fractional_max_pool3d", fractional_max_pool(3));
 TORCHTPU_LOWERING("aten::fractional_max_pool2d_backward", fractional_max_pool_backward(2));
 TORCHTPU_LOWERING("aten::fractional_max_pool3d_backward", fractional_max_pool_backward(3));
-
-// PyTorch has no meta kernel for the 3d backward (the 2d one is structured): the gradient has
-// self's shape and dtype.
-at::Tensor fractional_max_pool3d_backward_meta(const at::Tensor& grad_output,
-                                               const at::Tensor& self, at::IntArrayRef,
-                                               at::IntArrayRef, const at::Tensor&) {
-  return at::empty_like(self, at::MemoryFormat::Contiguous);
-}
-
-TORCH_LIBRARY_IMPL(aten, Meta, m) {
-  m.impl("fractional_max_pool3d_backward", &fractional_max_pool3d_backward_meta);
-}
 
 }  // namespace
 }  // namespace torchtpu::lowering

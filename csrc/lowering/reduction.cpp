@@ -9,6 +9,7 @@
 #include <limits>
 #include <string>
 
+#include "lowering/common.h"
 #include "lowering/elementwise_util.h"
 #include "lowering/lowering.h"
 
@@ -16,15 +17,6 @@ namespace torchtpu::lowering {
 namespace {
 
 using shlo::CompareDirection;
-
-using ew::is_half;
-
-// PyTorch's CPU reductions accumulate bf16/f16 in f32 and round once at the end.
-ElementType acc_type(ElementType t) { return is_half(t) ? ElementType::kF32 : t; }
-
-Value scalar(FunctionBuilder& b, double v, ElementType t) {
-  return b.constant(v, TensorType(t, {}));
-}
 
 // Sorted, de-duplicated, wrapped dims. A 0-d tensor accepts dim 0/-1 but has nothing to reduce.
 std::vector<int64_t> normalize_dims(const std::vector<int64_t>& dims, int64_t rank) {
@@ -51,12 +43,6 @@ std::vector<int64_t> dims_or_all(const LoweringContext& ctx, size_t i, int64_t r
   return normalize_dims(d, rank);
 }
 
-int64_t reduced_count(const Value& x, const std::vector<int64_t>& dims) {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= x.shape()[static_cast<size_t>(d)];
-  return n;
-}
-
 // Broadcasts a reduced value back over the dims it lost, for x - mean(x) style expressions.
 Value broadcast_back(FunctionBuilder& b, Value reduced, const std::vector<int64_t>& full_shape,
                      const std::vector<int64_t>& dims) {
@@ -68,7 +54,7 @@ Value broadcast_back(FunctionBuilder& b, Value reduced, const std::vector<int64_
 }
 
 // Reshape (restores keepdim's size-1 dims) and convert to the result type.
-Value finish(LoweringContext& ctx, Value v, size_t i = 0) {
+Value finish_reduced(LoweringContext& ctx, Value v, size_t i = 0) {
   const TensorType& out = ctx.out_type(i);
   return ctx.b.convert(ctx.b.reshape(v, out.shape), out.dtype);
 }
@@ -129,16 +115,16 @@ Value reduce_extreme(FunctionBuilder& b, Value x, const std::vector<int64_t>& di
 }
 
 Value reduce_sum(FunctionBuilder& b, Value x, const std::vector<int64_t>& dims) {
-  return b.reduce_simple(x, scalar(b, 0, x.dtype()), dims, "stablehlo.add");
+  return b.reduce_simple(x, cst(b, 0, x.dtype()), dims, "stablehlo.add");
 }
 
 // ---- sum / mean / prod ----
 
 std::vector<Value> sum_impl(LoweringContext& ctx, const std::vector<int64_t>& dims) {
-  ElementType acc = acc_type(ctx.out_type().dtype);
+  ElementType acc = opmath_type(ctx.out_type().dtype);
   // Converting first also gives bool/int inputs their promoted int64 accumulator.
   Value x = ctx.b.convert(ctx.tensor(0), acc);
-  return {finish(ctx, reduce_sum(ctx.b, x, dims))};
+  return {finish_reduced(ctx, reduce_sum(ctx.b, x, dims))};
 }
 
 std::vector<Value> lower_sum(LoweringContext& ctx) {
@@ -150,12 +136,12 @@ std::vector<Value> lower_sum_dim(LoweringContext& ctx) {
 }
 
 std::vector<Value> mean_impl(LoweringContext& ctx, const std::vector<int64_t>& dims) {
-  ElementType acc = acc_type(ctx.out_type().dtype);
+  ElementType acc = opmath_type(ctx.out_type().dtype);
   Value x = ctx.b.convert(ctx.tensor(0), acc);
   Value s = reduce_sum(ctx.b, x, dims);
   // An empty reduction gives 0/0 = NaN, as on CPU.
   Value n = ctx.b.constant(static_cast<double>(reduced_count(x, dims)), s.type);
-  return {finish(ctx, ctx.b.div(s, n))};
+  return {finish_reduced(ctx, ctx.b.div(s, n))};
 }
 
 std::vector<Value> lower_mean(LoweringContext& ctx) {
@@ -167,10 +153,10 @@ std::vector<Value> lower_mean_dim(LoweringContext& ctx) {
 }
 
 std::vector<Value> prod_impl(LoweringContext& ctx, const std::vector<int64_t>& dims) {
-  ElementType acc = acc_type(ctx.out_type().dtype);
+  ElementType acc = opmath_type(ctx.out_type().dtype);
   Value x = ctx.b.convert(ctx.tensor(0), acc);
-  Value r = ctx.b.reduce_simple(x, scalar(ctx.b, 1, acc), dims, "stablehlo.multiply");
-  return {finish(ctx, r)};
+  Value r = ctx.b.reduce_simple(x, cst(ctx.b, 1, acc), dims, "stablehlo.multiply");
+  return {finish_reduced(ctx, r)};
 }
 
 std::vector<Value> lower_prod(LoweringContext& ctx) {
@@ -186,7 +172,7 @@ std::vector<Value> lower_prod_dim(LoweringContext& ctx) {
 LoweringFn amax_like(bool is_max) {
   return [is_max](LoweringContext& ctx) -> std::vector<Value> {
     Value x = ctx.tensor(0);
-    return {finish(ctx, reduce_extreme(ctx.b, x, dims_or_all(ctx, 1, x.rank()), is_max))};
+    return {finish_reduced(ctx, reduce_extreme(ctx.b, x, dims_or_all(ctx, 1, x.rank()), is_max))};
   };
 }
 
@@ -197,7 +183,7 @@ LoweringFn full_extreme(bool is_max) {
     TORCH_CHECK(x.type.numel() > 0, is_max ? "max" : "min",
                 "(): Expected reduction dim to be specified for input.numel() == 0. Specify the "
                 "reduction dim with the 'dim' argument.");
-    return {finish(ctx, reduce_extreme(ctx.b, x, all_dims(x.rank()), is_max))};
+    return {finish_reduced(ctx, reduce_extreme(ctx.b, x, all_dims(x.rank()), is_max))};
   };
 }
 
@@ -237,10 +223,10 @@ LoweringFn max_dim(bool is_max) {
                       is_max ? "max" : "min", "(): Expected reduction dim ", dim,
                       " to have non-zero size.");
     if (x.rank() == 0) {
-      return {finish(ctx, x, 0), ctx.b.constant_int(0, ctx.out_type(1))};
+      return {finish_reduced(ctx, x, 0), ctx.b.constant_int(0, ctx.out_type(1))};
     }
     std::vector<Value> r = reduce_with_index(ctx.b, x, dim, is_max);
-    return {finish(ctx, r[0], 0), finish(ctx, r[1], 1)};
+    return {finish_reduced(ctx, r[0], 0), finish_reduced(ctx, r[1], 1)};
   };
 }
 
@@ -254,7 +240,7 @@ LoweringFn argmax_like(bool is_max) {
     } else {
       dim = wrap_dim(ctx.int_arg(1), x.rank());
     }
-    return {finish(ctx, reduce_with_index(ctx.b, x, dim, is_max)[1])};
+    return {finish_reduced(ctx, reduce_with_index(ctx.b, x, dim, is_max)[1])};
   };
 }
 
@@ -267,7 +253,7 @@ std::pair<Value, Value> var_mean_impl(LoweringContext& ctx, bool take_sqrt) {
   FunctionBuilder& b = ctx.b;
   Value x0 = ctx.tensor(0);
   std::vector<int64_t> dims = dims_or_all(ctx, 1, x0.rank());
-  ElementType acc = acc_type(ctx.out_type().dtype);
+  ElementType acc = opmath_type(ctx.out_type().dtype);
   const bool complex = shlo::is_complex(x0.dtype());
   Value x = b.convert(x0, complex ? shlo::complex_of(acc) : acc);
   TensorType s(acc, {});
@@ -290,14 +276,14 @@ std::pair<Value, Value> var_mean_impl(LoweringContext& ctx, bool take_sqrt) {
 
 LoweringFn var_like(bool take_sqrt) {
   return [take_sqrt](LoweringContext& ctx) -> std::vector<Value> {
-    return {finish(ctx, var_mean_impl(ctx, take_sqrt).first)};
+    return {finish_reduced(ctx, var_mean_impl(ctx, take_sqrt).first)};
   };
 }
 
 LoweringFn var_mean_like(bool take_sqrt) {
   return [take_sqrt](LoweringContext& ctx) -> std::vector<Value> {
     auto [v, m] = var_mean_impl(ctx, take_sqrt);
-    return {finish(ctx, v, 0), finish(ctx, m, 1)};
+    return {finish_reduced(ctx, v, 0), finish_reduced(ctx, m, 1)};
   };
 }
 
@@ -308,7 +294,7 @@ LoweringFn var_mean_like(bool take_sqrt) {
 Value vector_norm(LoweringContext& ctx, Value x0, std::optional<Value> ord,
                   const std::vector<int64_t>& dims) {
   FunctionBuilder& b = ctx.b;
-  ElementType acc = acc_type(ctx.out_type().dtype);
+  ElementType acc = opmath_type(ctx.out_type().dtype);
   // The norm of a complex vector is that of its magnitudes (a real result).
   Value a = shlo::is_complex(x0.dtype()) ? ew::complex_abs(b, b.convert(x0, shlo::complex_of(acc)))
                                          : b.unary("stablehlo.abs", b.convert(x0, acc));
@@ -341,7 +327,7 @@ Value vector_norm(LoweringContext& ctx, Value x0, std::optional<Value> ord,
 std::vector<Value> lower_linalg_vector_norm(LoweringContext& ctx) {
   Value x = ctx.tensor(0);
   std::vector<int64_t> dims = dims_or_all(ctx, 2, x.rank());
-  return {finish(ctx, vector_norm(ctx, x, ctx.tensor(1), dims))};
+  return {finish_reduced(ctx, vector_norm(ctx, x, ctx.tensor(1), dims))};
 }
 
 // aten::norm overloads: p is `Scalar?` (None means 2) and dim is optional in some of them.
@@ -353,7 +339,7 @@ LoweringFn norm_like(bool has_dim) {
     if (!ctx.is_none(pi)) p = ctx.tensor(pi);
     std::vector<int64_t> dims =
         has_dim ? dims_or_all(ctx, ctx.index_of("dim"), x.rank()) : all_dims(x.rank());
-    return {finish(ctx, vector_norm(ctx, x, p, dims))};
+    return {finish_reduced(ctx, vector_norm(ctx, x, p, dims))};
   };
 }
 
@@ -377,7 +363,7 @@ LoweringFn any_all(bool is_any, DimForm form) {
       dims = normalize_dims(ctx.int_list(1), x.rank());
     }
     Value r = reduce_extreme(b, x, dims, is_any);
-    return {finish(ctx, r)};
+    return {finish_reduced(ctx, r)};
   };
 }
 
@@ -387,7 +373,7 @@ std::vector<Value> lower_logsumexp(LoweringContext& ctx) {
   FunctionBuilder& b = ctx.b;
   Value x0 = ctx.tensor(0);
   std::vector<int64_t> dims = dims_or_all(ctx, 1, x0.rank());
-  ElementType acc = acc_type(ctx.out_type().dtype);
+  ElementType acc = opmath_type(ctx.out_type().dtype);
   Value x = b.convert(x0, acc);
   Value m = reduce_extreme(b, x, dims, /*is_max=*/true);
   // An infinite max is replaced by 0 (as CPU does) so that all -inf inputs give -inf, not NaN.
@@ -396,7 +382,7 @@ std::vector<Value> lower_logsumexp(LoweringContext& ctx) {
   m = b.select(m_inf, b.constant(0, m.type), m);
   Value e = b.unary("stablehlo.exponential", b.sub(x, broadcast_back(b, m, x.shape(), dims)));
   Value r = b.add(b.unary("stablehlo.log", reduce_sum(b, e, dims)), m);
-  return {finish(ctx, r)};
+  return {finish_reduced(ctx, r)};
 }
 
 // ---- cumsum / cumprod ----
@@ -408,10 +394,10 @@ LoweringFn scan(const char* body_op, double init, CombineFn combine = nullptr) {
   return [body_op, init, combine](LoweringContext& ctx) -> std::vector<Value> {
     FunctionBuilder& b = ctx.b;
     const TensorType& out = ctx.out_type();
-    ElementType acc = acc_type(out.dtype);
+    ElementType acc = opmath_type(out.dtype);
     Value x = b.convert(ctx.tensor(0), acc);
     int64_t dim = wrap_dim(ctx.int_arg(1), x.rank());
-    if (x.rank() == 0 || x.type.numel() == 0) return {finish(ctx, x)};
+    if (x.rank() == 0 || x.type.numel() == 0) return {finish_reduced(ctx, x)};
     int64_t n = x.shape()[static_cast<size_t>(dim)];
     std::vector<int64_t> window(static_cast<size_t>(x.rank()), 1), strides = window;
     window[static_cast<size_t>(dim)] = n;
@@ -422,7 +408,7 @@ LoweringFn scan(const char* body_op, double init, CombineFn combine = nullptr) {
     padding += "]> : tensor<" + std::to_string(x.rank()) + "x2xi64>";
     std::string attrs = "window_dimensions = " + shlo::i64_array(window) +
                         ", window_strides = " + shlo::i64_array(strides) + ", " + padding;
-    Value init_v = scalar(b, init, acc);
+    Value init_v = cst(b, init, acc);
     TensorType s(acc, {});
     Value r = b.op_multi("stablehlo.reduce_window", {x, init_v}, {x.type}, attrs,
                          {{{s, s},
@@ -431,7 +417,7 @@ LoweringFn scan(const char* body_op, double init, CombineFn combine = nullptr) {
                              if (combine) return {combine(rb, a[0], a[1])};
                              return {rb.binary(body_op, a[0], a[1])};
                            }}})[0];
-    return {finish(ctx, r)};
+    return {finish_reduced(ctx, r)};
   };
 }
 
@@ -453,12 +439,12 @@ Value logaddexp_combine(FunctionBuilder& b, Value x, Value y) {
 // nansum: NaNs count as zero.
 std::vector<Value> lower_nansum(LoweringContext& ctx) {
   FunctionBuilder& b = ctx.b;
-  ElementType acc = acc_type(ctx.out_type().dtype);
+  ElementType acc = opmath_type(ctx.out_type().dtype);
   Value x = b.convert(ctx.tensor(0), acc);
   if (shlo::is_float(acc)) {
     x = b.select(b.compare(x, x, CompareDirection::kNE), b.constant(0, x.type), x);
   }
-  return {finish(ctx, reduce_sum(b, x, dims_or_all(ctx, 1, x.rank())))};
+  return {finish_reduced(ctx, reduce_sum(b, x, dims_or_all(ctx, 1, x.rank())))};
 }
 
 // aminmax(self, *, dim=None, keepdim=False) -> (min, max)
@@ -466,20 +452,20 @@ std::vector<Value> lower_aminmax(LoweringContext& ctx) {
   Value x = ctx.tensor(0);
   std::vector<int64_t> dims = all_dims(x.rank());
   if (auto d = ctx.optional_int(1)) dims = normalize_dims({*d}, x.rank());
-  return {finish(ctx, reduce_extreme(ctx.b, x, dims, false), 0),
-          finish(ctx, reduce_extreme(ctx.b, x, dims, true), 1)};
+  return {finish_reduced(ctx, reduce_extreme(ctx.b, x, dims, false), 0),
+          finish_reduced(ctx, reduce_extreme(ctx.b, x, dims, true), 1)};
 }
 
 // Sum of the main diagonal of a matrix.
 std::vector<Value> lower_trace(LoweringContext& ctx) {
   FunctionBuilder& b = ctx.b;
-  ElementType acc = acc_type(ctx.out_type().dtype);
+  ElementType acc = opmath_type(ctx.out_type().dtype);
   Value x = b.convert(ctx.tensor(0), acc);
   TORCH_CHECK(x.rank() == 2, "trace: expected a matrix");
   TensorType grid(ElementType::kS64, x.shape());
   Value diag = b.compare(b.iota(grid, 0), b.iota(grid, 1), CompareDirection::kEQ);
   x = b.select(diag, x, b.constant(0, x.type));
-  return {finish(ctx, reduce_sum(b, x, {0, 1}))};
+  return {finish_reduced(ctx, reduce_sum(b, x, {0, 1}))};
 }
 
 // histc(self, bins, min, max): as CPU's linear-interpolation histogram: min == max means the
@@ -524,7 +510,7 @@ std::vector<Value> lower_histc(LoweringContext& ctx) {
   Value hit =
       b.compare(b.broadcast_in_dim(ipos, {n, bins}, {0}), b.iota(grid, 1), CompareDirection::kEQ);
   Value counts = reduce_sum(b, b.convert(hit, t), {0});
-  return {finish(ctx, integral ? b.convert(counts, out.dtype) : counts)};
+  return {finish_reduced(ctx, integral ? b.convert(counts, out.dtype) : counts)};
 }
 
 // cummax/cummin(self, dim) -> (values, indices) as one variadic reduce_window: NaN wins,
@@ -535,8 +521,8 @@ LoweringFn cum_extreme(bool is_max) {
     Value x = ctx.tensor(0);
     int64_t dim = wrap_dim(ctx.int_arg(1), std::max<int64_t>(x.rank(), 1));
     if (x.rank() == 0 || x.type.numel() == 0) {
-      return {finish(ctx, x, 0),
-              finish(ctx, b.constant_int(0, x.type.with_dtype(ElementType::kS64)), 1)};
+      return {finish_reduced(ctx, x, 0),
+              finish_reduced(ctx, b.constant_int(0, x.type.with_dtype(ElementType::kS64)), 1)};
     }
     int64_t n = x.shape()[static_cast<size_t>(dim)];
     Value idx = b.iota(x.type.with_dtype(ElementType::kS64), dim);
@@ -571,7 +557,7 @@ LoweringFn cum_extreme(bool is_max) {
     };
     std::vector<Value> r = b.op_multi("stablehlo.reduce_window", {x, idx, init_v, init_i},
                                       {x.type, idx.type}, attrs, {{{vs, is, vs, is}, body}});
-    return {finish(ctx, r[0], 0), finish(ctx, r[1], 1)};
+    return {finish_reduced(ctx, r[0], 0), finish_reduced(ctx, r[1], 1)};
   };
 }
 
@@ -587,7 +573,7 @@ std::vector<Value> lower_hash_tensor(LoweringContext& ctx) {
   std::vector<int64_t> dims = dims_or_all(ctx, 1, x.rank());
   Value r = b.reduce_simple(bits, b.constant_int(0, TensorType(ElementType::kU64, {})), dims,
                             "stablehlo.xor");
-  return {finish(ctx, r)};
+  return {finish_reduced(ctx, r)};
 }
 
 TORCHTPU_LOWERING("aten::sum", lower_sum);

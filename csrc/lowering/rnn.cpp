@@ -2,14 +2,11 @@
 // for privateuse1 like for cuda) and their backward ops, after PyTorch's CUDA kernels
 // (aten/src/ATen/native/cuda/RNN.cu): gate math in float32 for half types, gates in the
 // order (i, f, g, o) for LSTM and (r, z, n) for GRU, the workspace holding activated gates.
+#include "lowering/common.h"
 #include "lowering/lowering.h"
 
 namespace torchtpu::lowering {
 namespace {
-
-ElementType acc_of(ElementType t) {
-  return t == ElementType::kF64 ? ElementType::kF64 : ElementType::kF32;
-}
 
 // Columns [k*h, (k+1)*h) of a [batch, n*h] matrix.
 Value chunk(FunctionBuilder& b, Value x, int64_t k, int64_t h) {
@@ -45,7 +42,7 @@ std::vector<Value> lower_lstm_cell(LoweringContext& ctx) {
   Value ig = ctx.tensor(0), hg = ctx.tensor(1), cx = ctx.tensor(2);
   check_2d(ig, "_thnn_fused_lstm_cell", "input_gates");
   const int64_t h = cx.shape().back();
-  ElementType acc = acc_of(ig.dtype());
+  ElementType acc = f32_or_f64(ig.dtype());
   Value g = gate_sum(ctx, ig, hg, acc);
   Value i = sigmoid(b, chunk(b, g, 0, h));
   Value f = sigmoid(b, chunk(b, g, 1, h));
@@ -66,7 +63,7 @@ std::vector<Value> lower_lstm_cell_backward(LoweringContext& ctx) {
   TORCH_CHECK_NOT_IMPLEMENTED(ctx.out_types().size() == 3,
                               "_thnn_fused_lstm_cell_backward_impl without gradients");
   const int64_t h = cx.shape().back();
-  ElementType acc = acc_of(ws.dtype());
+  ElementType acc = f32_or_f64(ws.dtype());
   Value w = b.convert(ws, acc);
   Value i = chunk(b, w, 0, h), f = chunk(b, w, 1, h), c = chunk(b, w, 2, h), o = chunk(b, w, 3, h);
   Value cxa = b.convert(cx, acc);
@@ -96,7 +93,7 @@ std::vector<Value> lower_gru_cell(LoweringContext& ctx) {
   Value ig = ctx.tensor(0), hg = ctx.tensor(1), hx = ctx.tensor(2);
   check_2d(ig, "_thnn_fused_gru_cell", "input_gates");
   const int64_t h = hx.shape().back();
-  ElementType acc = acc_of(ig.dtype());
+  ElementType acc = f32_or_f64(ig.dtype());
   Value iga = b.convert(ig, acc), hga = b.convert(hg, acc);
   auto bias = [&](size_t idx, int64_t k) -> std::optional<Value> {
     if (ctx.is_none(idx)) return std::nullopt;
@@ -124,7 +121,7 @@ std::vector<Value> lower_gru_cell_backward(LoweringContext& ctx) {
   Value ghy = ctx.tensor(0), ws = ctx.tensor(1);
   bool has_bias = ctx.bool_arg(2);
   const int64_t h = ghy.shape().back();
-  ElementType acc = acc_of(ws.dtype());
+  ElementType acc = f32_or_f64(ws.dtype());
   Value w = b.convert(ws, acc);
   Value r = chunk(b, w, 0, h), z = chunk(b, w, 1, h), n = chunk(b, w, 2, h), hn = chunk(b, w, 3, h),
         hx = chunk(b, w, 4, h);

@@ -8,8 +8,8 @@
 // copies noise_out into noise.
 #include <ATen/ops/rrelu_with_noise.h>
 #include <c10/util/Exception.h>
-#include <torch/library.h>
 
+#include "lowering/common.h"
 #include "lowering/lowering.h"
 #include "lowering/random_bits.h"
 
@@ -18,17 +18,13 @@ namespace {
 
 using shlo::CompareDirection;
 
-bool is_half(ElementType t) { return t == ElementType::kBF16 || t == ElementType::kF16; }
-
-ElementType compute_type(ElementType t) { return is_half(t) ? ElementType::kF32 : t; }
-
 // (lower + upper) / 2 in f64, rounded to the dtype, then to the compute type.
 Value eval_slope(LoweringContext& ctx, ElementType dtype) {
   FunctionBuilder& b = ctx.b;
   Value lo = ctx.operand(ctx.index_of("lower"), ElementType::kF64);
   Value hi = ctx.operand(ctx.index_of("upper"), ElementType::kF64);
   Value mid = b.mul(b.add(lo, hi), b.constant(0.5, lo.type));
-  return b.convert(b.convert(mid, dtype), compute_type(dtype));
+  return b.convert(b.convert(mid, dtype), opmath_type(dtype));
 }
 
 // rrelu_with_noise_functional(self, noise, lower, upper, training, generator)
@@ -39,7 +35,7 @@ std::vector<Value> lower_rrelu_functional(LoweringContext& ctx) {
   bool training = ctx.bool_arg(ctx.index_of("training"));
   const TensorType& out_t = ctx.out_type(0);
   ElementType dt = out_t.dtype;
-  ElementType ct = compute_type(dt);
+  ElementType ct = opmath_type(dt);
   Value xc = b.convert(x, ct);
   if (!training || x.type.numel() == 0) {
     Value slope = b.broadcast_to(eval_slope(ctx, dt), x.shape());
@@ -67,7 +63,7 @@ std::vector<Value> lower_rrelu_backward(LoweringContext& ctx) {
   FunctionBuilder& b = ctx.b;
   const TensorType& out_t = ctx.out_type();
   ElementType dt = out_t.dtype;
-  ElementType ct = compute_type(dt);
+  ElementType ct = opmath_type(dt);
   Value g = b.convert(ctx.tensor(0), ct);
   Value x = b.convert(ctx.tensor(1), ct);
   bool training = ctx.bool_arg(5);
@@ -85,17 +81,6 @@ std::vector<Value> lower_rrelu_backward(LoweringContext& ctx) {
 
 TORCHTPU_LOWERING("aten::rrelu_with_noise_functional", lower_rrelu_functional);
 TORCHTPU_LOWERING("aten::rrelu_with_noise_backward", lower_rrelu_backward);
-
-at::Tensor rrelu_with_noise_tpu(const at::Tensor& self, at::Tensor& noise, const at::Scalar& lower,
-                                const at::Scalar& upper, bool training,
-                                std::optional<at::Generator> generator) {
-  auto [out, noise_out] =
-      at::rrelu_with_noise_functional(self, noise, lower, upper, training, generator);
-  if (training) noise.copy_(noise_out);
-  return out;
-}
-
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) { m.impl("rrelu_with_noise", rrelu_with_noise_tpu); }
 
 }  // namespace
 }  // namespace torchtpu::lowering

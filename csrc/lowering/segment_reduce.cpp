@@ -12,14 +12,13 @@
 #include <limits>
 #include <string>
 
+#include "lowering/common.h"
 #include "lowering/lowering.h"
 
 namespace torchtpu::lowering {
 namespace {
 
 using shlo::CompareDirection;
-
-bool is_half(ElementType t) { return t == ElementType::kBF16 || t == ElementType::kF16; }
 
 struct Segments {
   int64_t outer = 1, m = 0, inner = 1, s = 0;
@@ -118,7 +117,7 @@ std::vector<Value> lower_segment_reduce(LoweringContext& ctx) {
   TORCH_CHECK(ctx.is_none(ctx.index_of("indices")),
               "segment_reduce: indices are not supported (as on CPU)");
   const TensorType& out = ctx.out_type();
-  ElementType ct = is_half(x.dtype()) ? ElementType::kF32 : x.dtype();
+  ElementType ct = opmath_type(x.dtype());
   Segments g = segments(ctx, x.shape(), ctx.int_arg(ctx.index_of("axis")));
   size_t ii = ctx.index_of("initial");
   bool has_init = !ctx.is_none(ii);
@@ -158,7 +157,7 @@ std::vector<Value> lower_segment_reduce_backward(LoweringContext& ctx) {
   Value x = ctx.tensor(2);
   std::string r = reduce_arg(ctx);
   const TensorType& out = ctx.out_type();
-  ElementType ct = is_half(x.dtype()) ? ElementType::kF32 : x.dtype();
+  ElementType ct = opmath_type(x.dtype());
   TensorType st(ct, {});
   if (out.numel() == 0) return {coerce(b, b.constant(0, st), out)};
   Segments g = segments(ctx, x.shape(), ctx.int_arg(ctx.index_of("axis")));

@@ -6,39 +6,14 @@
 #include <algorithm>
 
 #include "lowering/checks.h"
+#include "lowering/common.h"
 #include "lowering/lowering.h"
-#include "lowering/numbers.h"
 #include "lowering/scalar_fits.h"
 
 namespace torchtpu::lowering {
 namespace {
 
 using shlo::CompareDirection;
-
-std::string dims_list(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-  return s + "]";
-}
-
-// A tensor of `type` filled with zeros; built by broadcasting a 0-d constant so that it also
-// works for zero-element shapes.
-// stablehlo.gather with the given dimension numbers (empty fields are left out, which is how
-// the StableHLO printer spells them).
-Value gather(FunctionBuilder& b, Value operand, Value indices,
-             const std::vector<int64_t>& offset_dims, const std::vector<int64_t>& collapsed,
-             const std::vector<int64_t>& start_index_map, int64_t index_vector_dim,
-             const std::vector<int64_t>& slice_sizes, const TensorType& result) {
-  std::vector<std::string> fields;
-  if (!offset_dims.empty()) fields.push_back("offset_dims = " + dims_list(offset_dims));
-  if (!collapsed.empty()) fields.push_back("collapsed_slice_dims = " + dims_list(collapsed));
-  fields.push_back("start_index_map = " + dims_list(start_index_map));
-  fields.push_back("index_vector_dim = " + std::to_string(index_vector_dim));
-  std::string dn = "dimension_numbers = #stablehlo.gather<";
-  for (size_t i = 0; i < fields.size(); ++i) dn += (i ? ", " : "") + fields[i];
-  dn += ">, indices_are_sorted = false, slice_sizes = " + shlo::i64_array(slice_sizes);
-  return b.op("stablehlo.gather", {operand, indices}, result, dn);
-}
 
 // ---- cat / stack ----
 
@@ -113,44 +88,22 @@ Value roll_dim(FunctionBuilder& b, Value x, int64_t shift, int64_t dim) {
   return b.concatenate({tail, head}, dim);
 }
 
-// Rotates `x` by a runtime `shift` (0-d s64) along `dim`: a window of n elements of x ++ x
-// starting at n - (shift mod n), which lies in [1, n], so the dynamic slice is never clamped.
-Value roll_dim_runtime(FunctionBuilder& b, Value x, Value shift, int64_t dim) {
-  int64_t n = x.shape()[static_cast<size_t>(dim)];
-  if (n == 0) return x;
-  TensorType s64(ElementType::kS64, {});
-  Value size = b.constant_int(n, s64);
-  Value rem = b.binary("stablehlo.remainder", shift, size);  // sign of the shift
-  Value s = b.binary("stablehlo.remainder", b.add(rem, size), size);
-  Value start = b.sub(size, s);
-  Value doubled = b.concatenate({x, x}, dim);
-  std::vector<Value> operands = {doubled};
-  for (int64_t d = 0; d < x.rank(); ++d) {
-    operands.push_back(d == dim ? start : b.constant_int(0, s64));
-  }
-  return b.op("stablehlo.dynamic_slice", operands, x.type,
-              "slice_sizes = " + shlo::i64_array(x.shape()));
-}
-
 std::vector<Value> lower_roll(LoweringContext& ctx) {
   FunctionBuilder& b = ctx.b;
   Value x = ctx.tensor(0);
+  std::vector<int64_t> shifts = ctx.int_list(1);
   std::vector<int64_t> dims = ctx.int_list(2);
-  // Eager shifts are runtime values (a new shift never recompiles); a graph's are literals.
-  bool runtime = is_runtime_list(ctx, 1);
-  size_t count = list_size(ctx, 1);
-  auto roll = [&](Value v, size_t i, int64_t dim) {
-    if (runtime) return roll_dim_runtime(b, v, list_element(ctx, 1, i), dim);
-    return roll_dim(b, v, ctx.int_list(1)[i], dim);
-  };
   if (dims.empty()) {
     // No dims: roll the flattened tensor, then restore the shape.
-    TORCH_CHECK(count == 1, "torchtpu lowering: aten::roll without dims takes one shift");
+    TORCH_CHECK(shifts.size() == 1, "torchtpu lowering: aten::roll without dims takes one shift");
     Value flat = b.reshape(x, {x.type.numel()});
-    return {b.reshape(roll(flat, 0, 0), x.shape())};
+    return {b.reshape(roll_dim(b, flat, shifts[0], 0), x.shape())};
   }
-  TORCH_CHECK(count == dims.size(), "torchtpu lowering: aten::roll needs one shift per dim");
-  for (size_t i = 0; i < dims.size(); ++i) x = roll(x, i, wrap_dim(dims[i], x.rank()));
+  TORCH_CHECK(shifts.size() == dims.size(),
+              "torchtpu lowering: aten::roll needs one shift per dim");
+  for (size_t i = 0; i < dims.size(); ++i) {
+    x = roll_dim(b, x, shifts[i], wrap_dim(dims[i], x.rank()));
+  }
   return {x};
 }
 
@@ -195,9 +148,7 @@ std::vector<Value> lower_unfold_backward(LoweringContext& ctx) {
     return {b.reshape(b.pad(t, zero, plo, phi, zeros), out.shape)};
   }
   // Overlaps add up to ceil(size / step) terms: half precision sums in float32, rounds once.
-  ElementType acc = out.dtype == ElementType::kF16 || out.dtype == ElementType::kBF16
-                        ? ElementType::kF32
-                        : out.dtype;
+  ElementType acc = opmath_type(out.dtype);
   Value acc_zero = b.constant(0.0, TensorType(acc, {}));
   Value sum;
   std::vector<int64_t> start(g_shape.size(), 0), limit = g_shape, strides(g_shape.size(), 1);
@@ -289,7 +240,7 @@ std::vector<Value> lower_index_select(LoweringContext& ctx) {
   for (int64_t i = 0; i < x.rank(); ++i) {
     if (i != dim) offset_dims.push_back(i);
   }
-  return {gather(b, x, idx, offset_dims, {dim}, {dim}, 1, slice_sizes, out)};
+  return {b.gather(x, idx, {offset_dims, {dim}, {dim}, 1}, slice_sizes, out)};
 }
 
 // out[i][j][k] = self[i][index[i][j][k]][k] (dim = 1): every output element gathers a single
@@ -315,14 +266,14 @@ std::vector<Value> lower_gather(LoweringContext& ctx) {
   std::vector<int64_t> dims;
   for (int64_t d = 0; d < r; ++d) dims.push_back(d);
   return {
-      gather(b, x, all, {}, dims, dims, r, std::vector<int64_t>(static_cast<size_t>(r), 1), out)};
+      b.gather(x, all, {{}, dims, dims, r}, std::vector<int64_t>(static_cast<size_t>(r), 1), out)};
 }
 
 // ---- factories (out= forms: the out tensor is already sized) ----
 
 // CPU computes arange in acc_type: double for float/double, float for half types, int64 for ints.
 ElementType range_compute_type(ElementType out) {
-  if (out == ElementType::kBF16 || out == ElementType::kF16) return ElementType::kF32;
+  if (is_half(out)) return ElementType::kF32;
   if (shlo::is_float(out)) return ElementType::kF64;
   return ElementType::kS64;
 }

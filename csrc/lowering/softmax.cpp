@@ -2,14 +2,11 @@
 // compute in f32 (CPU's vectorized kernels do the same) and round once.
 #include <limits>
 
+#include "lowering/common.h"
 #include "lowering/lowering.h"
 
 namespace torchtpu::lowering {
 namespace {
-
-ElementType acc_type(ElementType t) {
-  return t == ElementType::kBF16 || t == ElementType::kF16 ? ElementType::kF32 : t;
-}
 
 // A 0-d tensor accepts dim 0/-1 but has no dim to reduce.
 std::vector<int64_t> softmax_dims(const LoweringContext& ctx, size_t i, int64_t rank) {
@@ -33,7 +30,7 @@ Value reduce_keep(FunctionBuilder& b, Value x, const std::vector<int64_t>& dims,
 // Returns x - max(x) in f32-or-wider, shifted so exp never overflows.
 Value shifted(LoweringContext& ctx, const std::vector<int64_t>& dims) {
   FunctionBuilder& b = ctx.b;
-  Value x = b.convert(ctx.tensor(0), acc_type(ctx.out_type().dtype));
+  Value x = b.convert(ctx.tensor(0), opmath_type(ctx.out_type().dtype));
   Value m = reduce_keep(b, x, dims, -std::numeric_limits<double>::infinity(), "stablehlo.maximum");
   return b.sub(x, m);
 }
@@ -59,7 +56,7 @@ std::vector<Value> lower_log_softmax(LoweringContext& ctx) {
 std::vector<Value> lower_softmax_backward(LoweringContext& ctx) {
   FunctionBuilder& b = ctx.b;
   Value g0 = ctx.tensor(0);
-  ElementType acc = acc_type(g0.dtype());
+  ElementType acc = opmath_type(g0.dtype());
   Value g = b.convert(g0, acc);
   Value y = b.convert(ctx.tensor(1), acc);
   std::vector<int64_t> dims = softmax_dims(ctx, 2, g.rank());
@@ -72,7 +69,7 @@ std::vector<Value> lower_softmax_backward(LoweringContext& ctx) {
 std::vector<Value> lower_log_softmax_backward(LoweringContext& ctx) {
   FunctionBuilder& b = ctx.b;
   Value g0 = ctx.tensor(0);
-  ElementType acc = acc_type(g0.dtype());
+  ElementType acc = opmath_type(g0.dtype());
   Value g = b.convert(g0, acc);
   Value y = b.convert(ctx.tensor(1), acc);
   std::vector<int64_t> dims = softmax_dims(ctx, 2, g.rank());

@@ -13,6 +13,7 @@
 #include <tuple>
 #include <vector>
 
+#include "lowering/common.h"
 #include "lowering/elementwise_util.h"
 #include "lowering/lowering.h"
 
@@ -24,8 +25,6 @@ using namespace ew;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kPi = 3.14159265358979323846;
-
-ElementType opmath(ElementType t) { return is_half(t) ? ElementType::kF32 : t; }
 
 Value eq(FunctionBuilder& b, Value x, double v) {
   return cmp(b, x, cst(b, v, x), CompareDirection::kEQ);
@@ -39,9 +38,7 @@ Value le(FunctionBuilder& b, Value x, double v) {
 Value gt(FunctionBuilder& b, Value x, double v) {
   return cmp(b, x, cst(b, v, x), CompareDirection::kGT);
 }
-Value land(FunctionBuilder& b, Value p, Value q) { return b.binary("stablehlo.and", p, q); }
 Value sel(FunctionBuilder& b, Value p, double v, Value x) { return b.select(p, cst(b, v, x), x); }
-Value abs_(FunctionBuilder& b, Value x) { return b.unary("stablehlo.abs", x); }
 Value exp_(FunctionBuilder& b, Value x) { return b.unary("stablehlo.exponential", x); }
 Value log_(FunctionBuilder& b, Value x) { return b.unary("stablehlo.log", x); }
 Value sqrt_(FunctionBuilder& b, Value x) { return b.unary("stablehlo.sqrt", x); }
@@ -54,7 +51,7 @@ using Fn2 = std::function<Value(FunctionBuilder&, Value, Value)>;
 // f(x) in the result's opmath dtype.
 LoweringFn unary(Fn1 f) {
   return [f](LoweringContext& ctx) -> std::vector<Value> {
-    ElementType ct = opmath(ctx.out_type().dtype);
+    ElementType ct = opmath_type(ctx.out_type().dtype);
     TORCH_CHECK(is_fp(ct), "torchtpu lowering: ", ctx.schema().name(),
                 " needs a floating point result");
     Value x = operand(ctx, 0, ct);
@@ -65,7 +62,7 @@ LoweringFn unary(Fn1 f) {
 // f(x, y) with both operands broadcast to the result shape in its opmath dtype.
 LoweringFn binary(Fn2 f, size_t i = 0, size_t j = 1) {
   return [f, i, j](LoweringContext& ctx) -> std::vector<Value> {
-    ElementType ct = opmath(ctx.out_type().dtype);
+    ElementType ct = opmath_type(ctx.out_type().dtype);
     TORCH_CHECK(is_fp(ct), "torchtpu lowering: ", ctx.schema().name(),
                 " needs a floating point result");
     Value x = operand(ctx, i, ct), y = operand(ctx, j, ct);
@@ -103,17 +100,17 @@ Value bessel_ie(FunctionBuilder& b, Value x, bool first) {
   return b.select(le(b, x, 8), small, large);
 }
 
-Value i0e(FunctionBuilder& b, Value x) { return bessel_ie(b, abs_(b, x), false); }
+Value i0e(FunctionBuilder& b, Value x) { return bessel_ie(b, b.abs(x), false); }
 // At |x| = inf Cephes' i0/i1 (the CPU kernels) compute exp(inf) * (chbevl(-2) / sqrt(inf)) =
 // inf * 0 = NaN; XLA may reassociate that product, so NaN is chosen explicitly to match.
 Value i0(FunctionBuilder& b, Value x) {
-  Value ax = abs_(b, x);
+  Value ax = b.abs(x);
   return sel(b, eq(b, ax, kInf), kNaN, b.mul(exp_(b, ax), bessel_ie(b, ax, false)));
 }
 Value odd(FunctionBuilder& b, Value x, Value r) { return b.select(lt0(b, x), b.neg(r), r); }
-Value i1e(FunctionBuilder& b, Value x) { return odd(b, x, bessel_ie(b, abs_(b, x), true)); }
+Value i1e(FunctionBuilder& b, Value x) { return odd(b, x, bessel_ie(b, b.abs(x), true)); }
 Value i1(FunctionBuilder& b, Value x) {
-  Value ax = abs_(b, x);
+  Value ax = b.abs(x);
   Value r = sel(b, eq(b, ax, kInf), kNaN, b.mul(exp_(b, ax), bessel_ie(b, ax, true)));
   return odd(b, x, r);
 }
@@ -134,12 +131,12 @@ Value lgamma(FunctionBuilder& b, Value x) {
   Value r = b.unary("chlo.lgamma", x);
   // Poles (non-positive integers) and +-inf are +inf in PyTorch.
   Value pole = land(b, le(b, x, 0), is_int(b, x));
-  return b.select(lor(b, pole, eq(b, abs_(b, x), kInf)), cst(b, kInf, x), r);
+  return b.select(lor(b, pole, eq(b, b.abs(x), kInf)), cst(b, kInf, x), r);
 }
 
 std::vector<Value> lower_mvlgamma(LoweringContext& ctx) {
   int64_t p = ctx.int_arg(1);
-  ElementType ct = opmath(ctx.out_type().dtype);
+  ElementType ct = opmath_type(ctx.out_type().dtype);
   FunctionBuilder& b = ctx.b;
   Value x = operand(ctx, 0, ct);
   // sum_{i<p} lgamma(x - i/2) + p(p-1)/4 log(pi)
@@ -229,7 +226,7 @@ Value zeta(FunctionBuilder& b, Value x_in, Value q_in) {
     Value t = b.div(b.mul(aa, bb), cst(b, A[i], x));
     Value ns = b.add(sum, t);
     sum = b.select(tail_done, sum, ns);
-    Value rel = abs_(b, b.div(t, ns));
+    Value rel = b.abs(b.div(t, ns));
     tail_done = lor(b, tail_done, cmp(b, rel, cst(b, kMachEp, rel), CompareDirection::kLT));
     k = b.add(k, one);
     aa = b.mul(aa, b.add(x, k));
@@ -267,7 +264,7 @@ Value trigamma(FunctionBuilder& b, Value x) {
 std::vector<Value> lower_polygamma(LoweringContext& ctx) {
   int64_t n = ctx.int_arg(0);
   TORCH_CHECK(n >= 0, "polygamma(n, x) does not support negative n.");
-  ElementType ct = opmath(ctx.out_type().dtype);
+  ElementType ct = opmath_type(ctx.out_type().dtype);
   FunctionBuilder& b = ctx.b;
   Value x = operand(ctx, 1, ct);
   Value r;
@@ -288,7 +285,7 @@ std::vector<Value> lower_polygamma(LoweringContext& ctx) {
 // logaddexp: max + log1p(exp(-|a - b|)); equal infinities return themselves (inf - inf = NaN).
 Value logaddexp(FunctionBuilder& b, Value x, Value y, bool base2) {
   Value m = max_nan(b, x, y);
-  Value d = b.neg(abs_(b, b.sub(x, y)));
+  Value d = b.neg(b.abs(b.sub(x, y)));
   Value r;
   if (base2) {
     constexpr double kLn2 = 0.69314718055994530942;
@@ -297,7 +294,7 @@ Value logaddexp(FunctionBuilder& b, Value x, Value y, bool base2) {
   } else {
     r = b.add(m, b.unary("stablehlo.log_plus_one", exp_(b, d)));
   }
-  Value same_inf = land(b, eq(b, abs_(b, x), kInf), cmp(b, x, y, CompareDirection::kEQ));
+  Value same_inf = land(b, eq(b, b.abs(x), kInf), cmp(b, x, y, CompareDirection::kEQ));
   return b.select(same_inf, x, r);
 }
 
@@ -368,7 +365,7 @@ struct Poly {
 
 Value trunc_n(FunctionBuilder& b, Value n) {
   Value t = b.select(lt0(b, n), b.unary("stablehlo.ceil", n), floor_(b, n));
-  Value bad = lor(b, is_nan(b, n), eq(b, abs_(b, n), kInf));
+  Value bad = lor(b, is_nan(b, n), eq(b, b.abs(n), kInf));
   return b.select(bad, cst(b, -1, n), t);
 }
 
@@ -442,11 +439,11 @@ Value chebyshev(FunctionBuilder& b, Value x, Value n_in, char kind, bool shifted
       break;
     }
   }
-  Value use_trig = land(b, gt(b, n, big), lt(b, abs_(b, y), 1));
+  Value use_trig = land(b, gt(b, n, big), lt(b, b.abs(y), 1));
   r = b.select(use_trig, trig, r);
   // the endpoints
   if (!shifted) {
-    Value at1 = eq(b, abs_(b, x), 1), pos = gt(b, x, 0);
+    Value at1 = eq(b, b.abs(x), 1), pos = gt(b, x, 0);
     Value e;
     switch (kind) {
       case 't':
@@ -530,7 +527,7 @@ Value laguerre(FunctionBuilder& b, Value x, Value n_in) {
       true);
   r = b.select(eq(b, n, 1), q1, r);
   r = b.select(eq(b, n, 0), P.c(1), r);
-  r = b.select(eq(b, abs_(b, x), 0), P.c(1), r);
+  r = b.select(eq(b, b.abs(x), 0), P.c(1), r);
   return b.select(lt0(b, n), P.c(0), r);
 }
 
@@ -547,7 +544,7 @@ Value legendre(FunctionBuilder& b, Value x, Value n_in) {
       true);
   r = b.select(eq(b, n, 1), x, r);
   r = b.select(eq(b, n, 0), P.c(1), r);
-  Value at1 = eq(b, abs_(b, x), 1);
+  Value at1 = eq(b, b.abs(x), 1);
   r = b.select(at1, b.select(lor(b, gt(b, x, 0), P.even()), P.c(1), P.c(-1)), r);
   return b.select(lt0(b, n), P.c(0), r);
 }

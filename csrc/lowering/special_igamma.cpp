@@ -259,9 +259,6 @@ using Dir = CompareDirection;
 
 Value c(FunctionBuilder& b, double v, const Value& like) { return cst(b, v, like); }
 Value un(FunctionBuilder& b, const char* op, Value x) { return b.unary(op, x); }
-Value land(FunctionBuilder& b, Value p, Value q) { return b.binary("stablehlo.and", p, q); }
-Value lnot(FunctionBuilder& b, Value p) { return b.unary("stablehlo.not", p); }
-Value absv(FunctionBuilder& b, Value x) { return b.unary("stablehlo.abs", x); }
 
 // Elementwise `while (any(active(state))) state = step(state)`; inactive elements keep their
 // state, so each element runs its own scalar loop.
@@ -297,7 +294,7 @@ Value lanczos(FunctionBuilder& b, Value x) {
   Value small = b.div(horner(x, kLanczosNum, false), horner(x, kLanczosDen, false));
   Value inv = b.div(c(b, 1, x), x);
   Value large = b.div(horner(inv, kLanczosNum, true), horner(inv, kLanczosDen, true));
-  return b.select(cmp(b, absv(b, x), c(b, 1, x), Dir::kGT), large, small);
+  return b.select(cmp(b, b.abs(x), c(b, 1, x), Dir::kGT), large, small);
 }
 
 // x^a exp(-x) / gamma(a) (_igam_helper_fac).
@@ -316,7 +313,7 @@ Value igam_fac(FunctionBuilder& b, Value a, Value x) {
                          b.div(b.mul(x, c(b, 0.5 - kLanczosG, x)), fac)));
   Value both_small = land(b, cmp(b, a, c(b, 200, a), Dir::kLT), cmp(b, x, c(b, 200, x), Dir::kLT));
   Value lanczos_res = b.mul(res, b.select(both_small, small, large));
-  Value far = cmp(b, absv(b, b.sub(a, x)), b.mul(c(b, 0.4, a), absv(b, a)), Dir::kGT);
+  Value far = cmp(b, b.abs(b.sub(a, x)), b.mul(c(b, 0.4, a), b.abs(a)), Dir::kGT);
   return b.select(far, direct, lanczos_res);
 }
 
@@ -351,7 +348,7 @@ Value igamc_series(FunctionBuilder& b, Value a, Value x, Value skip) {
         Value fac = fb.mul(s[1], fb.div(fb.neg(x), n));
         Value term = fb.div(fac, fb.add(a, n));
         Value sum = fb.add(s[2], term);
-        Value done = cmp(fb, absv(fb, term), fb.mul(c(fb, kMachEp, sum), absv(fb, sum)), Dir::kLE);
+        Value done = cmp(fb, fb.abs(term), fb.mul(c(fb, kMachEp, sum), fb.abs(sum)), Dir::kLE);
         return {fb.add(n, c(fb, 1, n)), fac, sum, done};
       });
   Value logx = un(b, "stablehlo.log", x);
@@ -386,10 +383,10 @@ Value igamc_cf(FunctionBuilder& b, Value a, Value x, Value skip) {
         Value qk = fb.sub(fb.mul(s[6], zz), fb.mul(s[5], yc));
         Value nz = cmp(fb, qk, c(fb, 0, qk), Dir::kNE);
         Value r = fb.div(pk, qk);
-        Value t = fb.select(nz, absv(fb, fb.div(fb.sub(s[7], r), r)), c(fb, 1, r));
+        Value t = fb.select(nz, fb.abs(fb.div(fb.sub(s[7], r), r)), c(fb, 1, r));
         Value ans = fb.select(nz, r, s[7]);
         Value pkm2 = s[4], pkm1 = pk, qkm2 = s[6], qkm1 = qk;
-        Value big = cmp(fb, absv(fb, pk), c(fb, kBig, pk), Dir::kGT);
+        Value big = cmp(fb, fb.abs(pk), c(fb, kBig, pk), Dir::kGT);
         auto sc = [&](Value v) { return fb.select(big, fb.mul(v, c(fb, kBigInv, v)), v); };
         Value done = cmp(fb, t, c(fb, kMachEp, t), Dir::kLE);
         return {
@@ -421,10 +418,10 @@ Value igam_asymptotic(FunctionBuilder& b, Value a, Value x, bool igam) {
     Value ck = c(b, kIgamD[k][24], a);
     for (int n = 23; n >= 0; --n) ck = b.add(b.mul(ck, eta), c(b, kIgamD[k][n], a));
     Value term = b.mul(ck, afac);
-    Value absterm = absv(b, term);
+    Value absterm = b.abs(term);
     stopped = lor(b, stopped, cmp(b, absterm, absoldterm, Dir::kGT));
     sum = b.select(stopped, sum, b.add(sum, term));
-    Value conv = cmp(b, absterm, b.mul(c(b, kMachEp, sum), absv(b, sum)), Dir::kLT);
+    Value conv = cmp(b, absterm, b.mul(c(b, kMachEp, sum), b.abs(sum)), Dir::kLT);
     Value next_stop = lor(b, stopped, conv);
     absoldterm = b.select(next_stop, absoldterm, absterm);
     afac = b.select(next_stop, afac, b.div(afac, a));
@@ -442,7 +439,7 @@ Value igamma_impl(FunctionBuilder& b, Value a_in, Value x_in, bool upper) {
   constexpr double kInf = std::numeric_limits<double>::infinity();
   constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
   Value nan = c(b, kNaN, a), zero = c(b, 0, a), one = c(b, 1, a);
-  auto is_inf = [&](Value v) { return cmp(b, absv(b, v), c(b, kInf, v), Dir::kEQ); };
+  auto is_inf = [&](Value v) { return cmp(b, b.abs(v), c(b, kInf, v), Dir::kEQ); };
   // Boundary cases, in ATen's order (the first that holds wins).
   Value neg = lor(b, cmp(b, x, zero, Dir::kLT), cmp(b, a, zero, Dir::kLT));
   Value a0 = cmp(b, a, zero, Dir::kEQ), x0 = cmp(b, x, zero, Dir::kEQ);
@@ -450,7 +447,7 @@ Value igamma_impl(FunctionBuilder& b, Value a_in, Value x_in, bool upper) {
   Value any_nan = lor(b, is_nan(b, a), is_nan(b, x));
   Value special = lor(b, lor(b, lor(b, neg, a0), lor(b, x0, ainf)), lor(b, xinf, any_nan));
 
-  Value absxma_a = b.div(absv(b, b.sub(x, a)), a);
+  Value absxma_a = b.div(b.abs(b.sub(x, a)), a);
   Value asym1 =
       land(b, land(b, cmp(b, a, c(b, 20, a), Dir::kGT), cmp(b, a, c(b, 200, a), Dir::kLT)),
            cmp(b, absxma_a, c(b, 0.3, a), Dir::kLT));

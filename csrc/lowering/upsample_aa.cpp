@@ -14,14 +14,13 @@
 #include <string>
 #include <vector>
 
+#include "lowering/common.h"
 #include "lowering/lowering.h"
 #include "lowering/resample_u8.h"
 #include "lowering/taps.h"
 
 namespace torchtpu::lowering {
 namespace {
-
-bool is_half(ElementType t) { return t == ElementType::kBF16 || t == ElementType::kF16; }
 
 // HelperInterpLinear / HelperInterpCubic::aa_filter in the weights' type T.
 template <typename T>
@@ -97,7 +96,7 @@ LoweringFn upsample_aa(bool cubic, bool backward) {
     }
     TORCH_CHECK(shlo::is_float(x.dtype()), "\"", ctx.schema().name(), "\" not implemented for '",
                 c10::toString(to_scalar_type(x.dtype())), "'");
-    Value v = b.convert(x, is_half(x.dtype()) ? ElementType::kF32 : x.dtype());
+    Value v = b.convert(x, opmath_type(x.dtype()));
     int64_t lead = x.rank() - 2;
     // Width first, then height (the CPU kernel's order). The forward skips dims whose size is
     // unchanged, as the CPU kernel does; its backward applies every dim's weights.

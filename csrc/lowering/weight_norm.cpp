@@ -5,14 +5,11 @@
 
 #include <vector>
 
+#include "lowering/common.h"
 #include "lowering/lowering.h"
 
 namespace torchtpu::lowering {
 namespace {
-
-ElementType accumulation_type(ElementType t) {
-  return t == ElementType::kBF16 || t == ElementType::kF16 ? ElementType::kF32 : t;
-}
 
 // The dims of `v` that the norm runs over: all but `dim`.
 std::vector<int64_t> reduced_dims(int64_t rank, int64_t dim) {
@@ -54,7 +51,7 @@ std::vector<Value> lower_weight_norm(LoweringContext& ctx) {
   Value g = ctx.tensor(1);
   TORCH_CHECK(v.rank() > 0, "_weight_norm_interface: v must have at least one dim");
   int64_t dim = checked_dim(ctx, v, 2);
-  ElementType acc = accumulation_type(v.dtype());
+  ElementType acc = opmath_type(v.dtype());
   Value vf = b.convert(v, acc);
   Value norms = b.unary("stablehlo.sqrt", sum_except(b, b.mul(vf, vf), dim));
   Value gf = b.broadcast_in_dim(b.reshape(b.convert(g, acc), {v.shape()[dim]}), v.shape(), {dim});
@@ -69,7 +66,7 @@ std::vector<Value> lower_weight_norm_backward(LoweringContext& ctx) {
   FunctionBuilder& b = ctx.b;
   Value v = ctx.tensor(1);
   int64_t dim = checked_dim(ctx, v, 4);
-  ElementType acc = accumulation_type(v.dtype());
+  ElementType acc = opmath_type(v.dtype());
   int64_t n = v.shape()[dim];
   auto spread = [&](Value x) {
     return b.broadcast_in_dim(b.reshape(b.convert(x, acc), {n}), v.shape(), {dim});

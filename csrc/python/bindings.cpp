@@ -5,6 +5,7 @@
 
 #include "aten/executor.h"
 #include "aten/host_transfer.h"
+#include "config/config.h"
 #include "device/current_device.h"
 #include "device/generator.h"
 #include "device/storage.h"
@@ -62,6 +63,14 @@ PYBIND11_MODULE(_C, m) {
   m.def("_duplicate_lowerings", &lowering::duplicate_lowerings);
   m.def("_program_cache_size", &aten::program_cache_size);
   m.def("_cache_dir", &runtime::disk_cache_dir);
+  // (name, default, doc) of every declared environment variable: the README's table and
+  // torchtpu._config check themselves against it.
+  m.def("_config_variables", [] {
+    std::vector<std::tuple<std::string, std::string, std::string>> out;
+    for (const config::Variable& v : config::variables())
+      out.emplace_back(v.name, v.default_value, v.doc);
+    return out;
+  });
 
   m.def("_metrics", [] {
     const runtime::Metrics& x = runtime::metrics();

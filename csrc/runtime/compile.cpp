@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "config/config.h"
 #include "runtime/disk_cache.h"
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
@@ -16,19 +17,8 @@
 namespace torchtpu::runtime {
 namespace {
 
-bool log_compiles() {
-  static const bool on = [] {
-    const char* v = std::getenv("TORCHTPU_LOG_COMPILES");
-    return v && std::string(v) != "0";
-  }();
-  return on;
-}
-
 bool dump_mlir() {
-  static const bool on = [] {
-    const char* v = std::getenv("TORCHTPU_DUMP_MLIR");
-    return v && std::string(v) != "0";
-  }();
+  static const bool on = config::flag("TORCHTPU_DUMP_MLIR", false);
   return on;
 }
 
@@ -99,6 +89,11 @@ int index_of(const pjrt::Device& device) {
 }
 
 }  // namespace
+
+bool log_compiles() {
+  static const bool on = config::flag("TORCHTPU_LOG_COMPILES", false);
+  return on;
+}
 
 std::string disk_cache_dir() {
   DiskCache& c = disk_cache();

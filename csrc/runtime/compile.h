@@ -31,6 +31,9 @@ class Program {
 std::shared_ptr<Program> compile_program(const std::string& mlir, const std::string& signature,
                                          const std::string& why);
 
+// TORCHTPU_LOG_COMPILES=1: one stderr line per XLA compile (read once per process).
+bool log_compiles();
+
 // The persistent compilation cache's folder, or "" when it is off (TORCHTPU_CACHE=0, no home
 // folder, or disabled for this process because the platform cannot reload executables).
 std::string disk_cache_dir();

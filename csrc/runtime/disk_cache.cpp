@@ -18,6 +18,8 @@
 #include <sstream>
 #include <vector>
 
+#include "config/config.h"
+
 namespace torchtpu::runtime {
 
 const char* const kTorchtpuVersion = "0.1.0";
@@ -138,13 +140,6 @@ std::string unique_suffix() {
       buf, sizeof(buf), "%ld.%016llx", static_cast<long>(getpid()),
       static_cast<unsigned long long>(seed + counter.fetch_add(1) * 0x9e3779b97f4a7c15ull));
   return buf;
-}
-
-bool env_off(const char* v) {
-  if (v == nullptr) return false;
-  std::string s(v);
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s == "0" || s == "false" || s == "off" || s == "no";
 }
 
 constexpr uint64_t kDefaultMaxBytes = 2ull << 30;
@@ -337,13 +332,13 @@ std::string cache_key(const std::string& fingerprint, const std::string& compile
 
 // ---- the cache ----------------------------------------------------------------------------
 DiskCache DiskCache::from_environment() {
-  if (env_off(std::getenv("TORCHTPU_CACHE"))) return DiskCache("", kDefaultMaxBytes, false);
+  if (!config::flag("TORCHTPU_CACHE", true)) return DiskCache("", kDefaultMaxBytes, false);
   std::string dir;
-  const char* v = std::getenv("TORCHTPU_CACHE_DIR");
+  std::optional<std::string> configured = config::raw("TORCHTPU_CACHE_DIR");
   const char* xdg = std::getenv("XDG_CACHE_HOME");
   const char* home = std::getenv("HOME");
-  if (v && *v) {
-    dir = v;
+  if (configured) {
+    dir = *configured;
   } else if (xdg && xdg[0] == '/') {
     dir = std::string(xdg) + "/torchtpu";
   } else if (home && *home) {
@@ -351,8 +346,9 @@ DiskCache DiskCache::from_environment() {
   }
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   uint64_t max_bytes = kDefaultMaxBytes;
-  const char* m = std::getenv("TORCHTPU_CACHE_MAX_BYTES");
-  if (m && *m && !parse_bytes(m, &max_bytes)) {
+  std::optional<std::string> bound = config::raw("TORCHTPU_CACHE_MAX_BYTES");
+  const char* m = bound ? bound->c_str() : nullptr;
+  if (m && !parse_bytes(m, &max_bytes)) {
     std::fprintf(stderr,
                  "torchtpu: ignoring TORCHTPU_CACHE_MAX_BYTES=%s (expected bytes, e.g. 1073741824 "
                  "or 1G); using 2 GiB\n",

@@ -5,6 +5,8 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "config/config.h"
+
 namespace torchtpu::runtime {
 
 size_t program_cache_max_entries() {
@@ -12,16 +14,13 @@ size_t program_cache_max_entries() {
   // far fewer distinct signatures.
   static constexpr size_t kDefault = 4096;
   static const size_t max = [] {
-    const char* v = std::getenv("TORCHTPU_PROGRAM_CACHE_MAX_ENTRIES");
-    if (!v || !*v) return kDefault;
-    char* end = nullptr;
-    errno = 0;
-    long long n = std::strtoll(v, &end, 10);
-    TORCH_CHECK(errno == 0 && end && *end == '\0' && n > 0,
-                "torchtpu: TORCHTPU_PROGRAM_CACHE_MAX_ENTRIES=", v,
-                " is not a positive integer (the most programs kept in memory; default ", kDefault,
-                ")");
-    return static_cast<size_t>(n);
+    try {
+      return static_cast<size_t>(
+          config::positive_int("TORCHTPU_PROGRAM_CACHE_MAX_ENTRIES", kDefault, int64_t{1} << 40));
+    } catch (const std::invalid_argument& e) {
+      TORCH_CHECK(false, "torchtpu: ", e.what(), " (the most programs kept in memory)");
+      return kDefault;  // not reached: TORCH_CHECK(false) throws
+    }
   }();
   return max;
 }

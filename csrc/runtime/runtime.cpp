@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include "config/config.h"
 #include "pjrt/fork_state.h"
 #include "runtime/fork.h"
 
@@ -43,25 +44,11 @@ const bool atfork_registered = [] {
 
 std::map<std::string, pjrt::Attribute> client_options(const std::string& path) {
   std::map<std::string, pjrt::Attribute> options;
-  // The XLA CPU plugin exposes one device unless asked for more. One is the default: each
-  // extra device keeps its own busy threads, which made single-device work 1.2-1.4x slower with
-  // 4 (benchmarks/cpu_device_count.py); multi-device code and tests ask for more with
-  // TORCHTPU_CPU_DEVICE_COUNT (the Python tests' conftest asks for 4).
+  // The XLA CPU plugin exposes one device unless asked for more; several devices let
+  // multi-device code be tested on any machine.
   if (path.find("cpu") != std::string::npos) {
-    const char* n = std::getenv("TORCHTPU_CPU_DEVICE_COUNT");
-    int64_t count = 1;
-    if (n != nullptr) {
-      // atoll would turn "abc" into 0 devices and "-1" into a plugin error naming nothing.
-      char* end = nullptr;
-      errno = 0;
-      long long v = std::strtoll(n, &end, 10);
-      if (end == n || *end != '\0' || errno != 0 || v < 1 || v > 4096) {
-        throw std::invalid_argument(std::string("TORCHTPU_CPU_DEVICE_COUNT='") + n +
-                                    "' is not a device count: expected an integer from 1 to 4096");
-      }
-      count = v;
-    }
-    options["cpu_device_count"] = count;
+    // Throws std::invalid_argument naming the variable for a bad count ("abc", "-1").
+    options["cpu_device_count"] = config::positive_int("TORCHTPU_CPU_DEVICE_COUNT", 4, 4096);
   }
   return options;
 }
@@ -132,10 +119,7 @@ int device_count() {
 }
 
 bool launch_blocking() {
-  static const bool on = [] {
-    const char* v = std::getenv("TPU_LAUNCH_BLOCKING");
-    return v && std::string(v) == "1";
-  }();
+  static const bool on = config::flag("TPU_LAUNCH_BLOCKING", false);
   return on;
 }
 

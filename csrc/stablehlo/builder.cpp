@@ -101,6 +101,12 @@ std::string float_bits_literal(double value, ElementType t) {
 
 }  // namespace
 
+std::string dims_list(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
 std::string i64_array(const std::vector<int64_t>& v) {
   if (v.empty()) return "array<i64>";
   std::string s = "array<i64: ";
@@ -499,6 +505,38 @@ std::string ModuleBuilder::str() const {
   for (const auto& [key, text] : module_functions) s += text;
   s += "}\n";
   return s;
+}
+
+// ---- gather / scatter ----------------------------------------------------------------------
+
+Value FunctionBuilder::gather(Value operand, Value indices, const GatherDims& dims,
+                              const std::vector<int64_t>& slice_sizes, const TensorType& result) {
+  std::string dn = "dimension_numbers = #stablehlo.gather<";
+  if (!dims.offset_dims.empty()) dn += "offset_dims = " + dims_list(dims.offset_dims) + ", ";
+  if (!dims.collapsed_slice_dims.empty()) {
+    dn += "collapsed_slice_dims = " + dims_list(dims.collapsed_slice_dims) + ", ";
+  }
+  dn += "start_index_map = " + dims_list(dims.start_index_map) +
+        ", index_vector_dim = " + std::to_string(dims.index_vector_dim) +
+        ">, indices_are_sorted = false, slice_sizes = " + i64_array(slice_sizes);
+  return op("stablehlo.gather", {operand, indices}, result, dn);
+}
+
+Value FunctionBuilder::scatter(Value operand, Value indices, Value updates, const ScatterDims& dims,
+                               const RegionFn& combine) {
+  std::string dn = "indices_are_sorted = false, scatter_dimension_numbers = #stablehlo.scatter<";
+  if (!dims.update_window_dims.empty()) {
+    dn += "update_window_dims = " + dims_list(dims.update_window_dims) + ", ";
+  }
+  if (!dims.inserted_window_dims.empty()) {
+    dn += "inserted_window_dims = " + dims_list(dims.inserted_window_dims) + ", ";
+  }
+  dn += "scatter_dims_to_operand_dims = " + dims_list(dims.scatter_dims_to_operand_dims) +
+        ", index_vector_dim = " + std::to_string(dims.index_vector_dim) +
+        ">, unique_indices = false";
+  TensorType s(operand.dtype(), {});
+  return op_multi("stablehlo.scatter", {operand, indices, updates}, {operand.type}, dn,
+                  {{{s, s}, combine}})[0];
 }
 
 }  // namespace torchtpu::shlo

@@ -34,6 +34,26 @@ class FunctionBuilder;
 // Builds a region body: receives the block arguments, returns the values to yield.
 using RegionFn = std::function<std::vector<Value>(FunctionBuilder&, const std::vector<Value>&)>;
 
+// stablehlo.gather's dimension numbers (field names as in the StableHLO spec). Empty lists are
+// left out of the printed attribute, as the StableHLO printer does.
+struct GatherDims {
+  std::vector<int64_t> offset_dims;
+  std::vector<int64_t> collapsed_slice_dims;
+  std::vector<int64_t> start_index_map;
+  int64_t index_vector_dim = 0;
+};
+
+// stablehlo.scatter's dimension numbers.
+struct ScatterDims {
+  std::vector<int64_t> update_window_dims;
+  std::vector<int64_t> inserted_window_dims;
+  std::vector<int64_t> scatter_dims_to_operand_dims;
+  int64_t index_vector_dim = 0;
+};
+
+// "[1, 2]": the list syntax inside StableHLO's structured attributes.
+std::string dims_list(const std::vector<int64_t>& v);
+
 // "array<i64: 1, 2>".
 std::string i64_array(const std::vector<int64_t>& v);
 // A literal for a dense splat attribute of this element type ("1.5", "0x7F800000", "true").
@@ -69,6 +89,7 @@ class FunctionBuilder {
   Value max(Value a, Value b) { return binary("stablehlo.maximum", a, b); }
   Value min(Value a, Value b) { return binary("stablehlo.minimum", a, b); }
   Value neg(Value a) { return unary("stablehlo.negate", a); }
+  Value abs(Value a) { return unary("stablehlo.abs", a); }
   Value compare(Value a, Value b, CompareDirection dir);
   Value select(Value pred, Value on_true, Value on_false);
   Value clamp(Value lo, Value x, Value hi);
@@ -105,6 +126,13 @@ class FunctionBuilder {
   // Single-input reduction with a binary op body ("stablehlo.add", "stablehlo.maximum", ...).
   Value reduce_simple(Value input, Value init, const std::vector<int64_t>& dims,
                       const std::string& body_op);
+  // stablehlo.gather: slices of `slice_sizes` from `operand` at the starts `indices` holds.
+  Value gather(Value operand, Value indices, const GatherDims& dims,
+               const std::vector<int64_t>& slice_sizes, const TensorType& result);
+  // stablehlo.scatter of `updates` into `operand` (one operand, one update), combining the
+  // existing element (block argument 0) with the update (1) by `combine`.
+  Value scatter(Value operand, Value indices, Value updates, const ScatterDims& dims,
+                const RegionFn& combine);
   Value dot_general(Value lhs, Value rhs, const std::vector<int64_t>& lhs_batch,
                     const std::vector<int64_t>& rhs_batch, const std::vector<int64_t>& lhs_contract,
                     const std::vector<int64_t>& rhs_contract, const TensorType& result);

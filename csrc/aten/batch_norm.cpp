@@ -1,0 +1,96 @@
+// Batch norm's statistics: native_batch_norm updates running_mean/running_var in place while
+// also returning fresh tensors (without saying so in its schema), and _native_batch_norm_legit /
+// _batch_norm_with_update do it by schema. The tpu kernels run the functional forms (lowered in
+// lowering/normalization.cpp) and copy the new statistics back into the caller's tensors.
+#include <ATen/ATen.h>
+#include <torch/library.h>
+
+#include <optional>
+#include <vector>
+
+#include "aten/executor.h"
+
+namespace torchtpu::aten {
+namespace {
+
+void native_batch_norm_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  torch::jit::Stack& s = *stack;
+  const size_t first = s.size() - op.schema().arguments().size();
+  std::optional<at::Tensor> running_mean = s[first + 3].toOptional<at::Tensor>();
+  std::optional<at::Tensor> running_var = s[first + 4].toOptional<at::Tensor>();
+  bool training = s[first + 5].toBool();
+  if (!training) {
+    // Like the CPU kernel, evaluation returns empty save_mean/save_invstd (the backward reads
+    // the running statistics instead).
+    tpu_boxed_kernel(op, stack);
+    for (size_t i = s.size() - 2; i < s.size(); ++i) {
+      s[i] = at::empty({0}, s[i].toTensor().options());
+    }
+    return;
+  }
+  if (!running_mean || !running_mean->defined() || !running_var || !running_var->defined()) {
+    return tpu_boxed_kernel(op, stack);
+  }
+  auto r = at::_native_batch_norm_legit_functional(
+      s[first].toTensor(), s[first + 1].toOptional<at::Tensor>(),
+      s[first + 2].toOptional<at::Tensor>(), *running_mean, *running_var, true,
+      s[first + 6].toDouble(), s[first + 7].toDouble());
+  running_mean->copy_(std::get<3>(r));
+  running_var->copy_(std::get<4>(r));
+  s.erase(s.begin() + static_cast<std::ptrdiff_t>(first), s.end());
+  s.emplace_back(std::get<0>(r));
+  s.emplace_back(std::get<1>(r));
+  s.emplace_back(std::get<2>(r));
+}
+
+// _native_batch_norm_legit(input, weight, bias, running_mean(a!), running_var(b!), training,
+// momentum, eps) and _batch_norm_with_update(input, weight, bias, running_mean(a!),
+// running_var(b!), momentum, eps) update the statistics in place and return fresh tensors:
+// their functional forms return both, and the statistics are copied back.
+void batch_norm_update_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  torch::jit::Stack& s = *stack;
+  const size_t first = s.size() - op.schema().arguments().size();
+  bool legit = op.schema().name() == "aten::_native_batch_norm_legit";
+  at::Tensor input = s[first].toTensor();
+  auto weight = s[first + 1].toOptional<at::Tensor>();
+  auto bias = s[first + 2].toOptional<at::Tensor>();
+  at::Tensor running_mean = s[first + 3].toTensor();
+  at::Tensor running_var = s[first + 4].toTensor();
+  bool training = legit ? s[first + 5].toBool() : true;
+  double momentum = s[first + (legit ? 6 : 5)].toDouble();
+  double eps = s[first + (legit ? 7 : 6)].toDouble();
+  std::vector<at::Tensor> outs;
+  if (legit && !training) {
+    auto r = at::_native_batch_norm_legit_no_training(input, weight, bias, running_mean,
+                                                      running_var, momentum, eps);
+    // Evaluation returns empty save_mean/save_invstd, like the CPU kernel.
+    outs = {std::get<0>(r), at::empty({0}, std::get<1>(r).options()),
+            at::empty({0}, std::get<2>(r).options())};
+  } else if (legit) {
+    auto r = at::_native_batch_norm_legit_functional(input, weight, bias, running_mean, running_var,
+                                                     true, momentum, eps);
+    running_mean.copy_(std::get<3>(r));
+    running_var.copy_(std::get<4>(r));
+    outs = {std::get<0>(r), std::get<1>(r), std::get<2>(r)};
+  } else {
+    auto r = at::_batch_norm_with_update_functional(input, weight, bias, running_mean, running_var,
+                                                    momentum, eps);
+    running_mean.copy_(std::get<4>(r));
+    running_var.copy_(std::get<5>(r));
+    outs = {std::get<0>(r), std::get<1>(r), std::get<2>(r), std::get<3>(r)};
+  }
+  s.erase(s.begin() + static_cast<std::ptrdiff_t>(first), s.end());
+  for (at::Tensor& t : outs) s.emplace_back(std::move(t));
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("native_batch_norm",
+         torch::CppFunction::makeFromBoxedFunction<&native_batch_norm_kernel>());
+  m.impl("_native_batch_norm_legit",
+         torch::CppFunction::makeFromBoxedFunction<&batch_norm_update_kernel>());
+  m.impl("_batch_norm_with_update",
+         torch::CppFunction::makeFromBoxedFunction<&batch_norm_update_kernel>());
+}
+
+}  // namespace
+}  // namespace torchtpu::aten

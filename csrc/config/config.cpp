@@ -1,0 +1,79 @@
+#include "config/config.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+
+namespace torchtpu::config {
+
+// scripts/env_table.py reads this table from the source (string literals only, in this form).
+const std::vector<Variable>& variables() {
+  static const std::vector<Variable> vars = {
+      {"TORCHTPU_PJRT_PLUGIN", "", "path of the PJRT plugin to load (wins over TORCHTPU_PLATFORM)"},
+      {"TORCHTPU_PLATFORM", "", "pick the installed plugin for `tpu`, `cuda` or `cpu`"},
+      {"TORCHTPU_CPU_DEVICE_COUNT", "4", "devices the XLA CPU plugin exposes (1 to 4096)"},
+      {"TPU_LAUNCH_BLOCKING", "0", "1: every launch waits for its execution (debugging)"},
+      {"TORCHTPU_CPU_FALLBACK", "1",
+       "0: an op without a lowering raises instead of running on CPU"},
+      {"TORCHTPU_INDEX_CHECKS", "1", "0: no device-side index checks (XLA then clamps indices)"},
+      {"TORCHTPU_DONATE", "1", "0: compiled graphs never donate their input buffers"},
+      {"TORCHTPU_LOG_COMPILES", "0", "1: one line per XLA compile, with its signature and reason"},
+      {"TORCHTPU_DUMP_MLIR", "0", "1: print every compiled StableHLO module"},
+      {"TORCHTPU_PROGRAM_CACHE_MAX_ENTRIES", "4096", "programs kept in memory (least recent go)"},
+      {"TORCHTPU_CACHE", "1", "0: no on-disk compilation cache"},
+      {"TORCHTPU_CACHE_DIR", "~/.cache/torchtpu", "folder of the on-disk compilation cache"},
+      {"TORCHTPU_CACHE_MAX_BYTES", "2G", "size bound of the on-disk cache (bytes, or K/M/G)"},
+      {"TORCHTPU_ROUTE_INDUCTOR", "1", "0: torch.compile's Inductor handles tpu graphs itself"},
+      {"TORCHTPU_PATCH_ACCELERATE", "1",
+       "0: Accelerate under torchrun is left as it is (no tpu DDP backend)"},
+  };
+  return vars;
+}
+
+namespace {
+
+const Variable& declared(const char* name) {
+  for (const Variable& v : variables()) {
+    if (std::strcmp(v.name, name) == 0) return v;
+  }
+  throw std::invalid_argument(std::string("torchtpu: environment variable ") + name +
+                              " is read but not declared in csrc/config/config.cpp");
+}
+
+}  // namespace
+
+std::optional<std::string> raw(const char* name) {
+  declared(name);
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return std::nullopt;
+  return std::string(v);
+}
+
+bool flag(const char* name, bool default_on) {
+  std::optional<std::string> v = raw(name);
+  if (!v) return default_on;
+  std::string s = *v;
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return !(s == "0" || s == "false" || s == "off" || s == "no");
+}
+
+int64_t positive_int(const char* name, int64_t fallback, int64_t max) {
+  std::optional<std::string> v = raw(name);
+  if (!v) return fallback;
+  // strtoll alone would turn "abc" into 0 and "-1" into a count some layer rejects unnamed.
+  char* end = nullptr;
+  errno = 0;
+  long long n = std::strtoll(v->c_str(), &end, 10);
+  if (end == v->c_str() || *end != '\0' || errno != 0 || n < 1 || n > max) {
+    throw std::invalid_argument(
+        std::string(name) + "='" + *v + "' is not valid: expected an integer from 1 to " +
+        std::to_string(max) + " (default " + std::to_string(fallback) + ")");
+  }
+  return n;
+}
+
+}  // namespace torchtpu::config

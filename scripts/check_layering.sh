@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The layering rules of csrc/, checked before the lowering library compiles (CMake target
+# check_layering) so that breaking one fails the build with a message naming the rule. The
+# include paths enforce the first rule by construction too (the lowering library's include
+# folder holds only lowering/, stablehlo/ and config/); this check names it and also catches
+# relative paths ("../aten/x.h") that an include path cannot stop.
+#   - lowering/ (aten op -> StableHLO) includes only lowering/, stablehlo/ and config/ headers
+#     of torchtpu: never aten/, runtime/ or another execution layer, nor PJRT. The platform
+#     arrives in the LoweringContext; eager kernels call lowerings, never the reverse;
+#   - lowering/ registers no dispatcher kernels (TORCH_LIBRARY*): that glue lives in aten/;
+#   - no lowering helper is defined in two files (scripts/check_lowering_helpers.py);
+#   - pjrt/ and stablehlo/ include no torch headers (they build and test without torch).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+fail=0
+report() {
+  if [ -n "$2" ]; then
+    echo "check_layering: $1:" >&2
+    echo "$2" >&2
+    fail=1
+  fi
+}
+report "lowering/ includes a torchtpu header outside lowering/, stablehlo/ and config/ (pass what it needs through LoweringContext)" \
+  "$(grep -nE '^\s*#\s*include\s*"' csrc/lowering/*.cpp csrc/lowering/*.h |
+     grep -vE '#\s*include\s*"(lowering|stablehlo|config)/[A-Za-z0-9_]+\.h"' || true)"
+report "lowering/ registers dispatcher kernels (move them to csrc/aten/)" \
+  "$(grep -nE '^\s*TORCH_LIBRARY(_IMPL|_FRAGMENT)?\(|#include <torch/library.h>' \
+     csrc/lowering/*.cpp csrc/lowering/*.h || true)"
+report "pjrt/ or stablehlo/ includes a torch header" \
+  "$(grep -nE '#include <(ATen|c10|torch)/' csrc/pjrt/* csrc/stablehlo/* || true)"
+python3 scripts/check_lowering_helpers.py || fail=1
+exit "$fail"
