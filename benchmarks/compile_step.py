@@ -3,14 +3,22 @@ config): inference forward and the full train step (forward, backward, AdamW ste
 
   tpu-eager, tpu-compiled (cold cache), tpu-compiled-warm-cache (a fresh process reusing the disk
   cache), tpu-default-compile (torch.compile(fn) with no backend argument, which torchtpu routes
-  to backend="tpu"; a fresh cache of its own), cpu-eager, cpu-inductor.
+  to backend="tpu"; a fresh cache of its own), tpu-compile-step (torchtpu.compile_step: the whole
+  step as one program; cold cache) and tpu-compile-step-warm-cache, cpu-eager, cpu-inductor, and
+  torchax-jit (the same torch model through torchax + jax.jit on JAX's XLA:CPU, AdamW written
+  out in torch ops; optional: reported as skipped when torchax/JAX are absent).
 
-One JSON object per line: {"workload", "mode", "phase", "median_ms" | "ms", "programs_compiled"}.
-The cold and warm runs use a private cache folder (torchtpu's and PyTorch's), so the numbers do not
-depend on earlier runs.
+One JSON object per line: {"workload", "mode", "phase", "median_ms" | "ms", "programs_compiled",
+"programs_per_step", "ratio_to_cpu_eager", "ratio_to_torchax_jit"}, after a first line naming the
+host and its load. programs_per_step counts torchtpu program executions per steady-state step.
+The cold and warm runs use a private cache folder (torchtpu's and PyTorch's), so the numbers do
+not depend on earlier runs. --modes picks a subset (cpu-eager, the baseline of every ratio, always
+runs). torchax installs beside torch 2.13 and the JAX of scripts/setup_env.sh without changing
+either: `.venv/bin/pip install --no-deps torchax==0.0.13`.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -65,17 +73,29 @@ def measure(fn, device, steps):
     return times
 
 
+def _steady_executions(fn, steps):
+    import torchtpu
+
+    before = torchtpu.metrics()["executions"]
+    times = measure(fn, "tpu", steps)
+    return times, (torchtpu.metrics()["executions"] - before) / steps
+
+
 def run_mode(mode, workload, steps):
+    if mode == "torchax-jit":
+        return run_torchax(workload, steps)
     device = "cpu" if mode.startswith("cpu") else "tpu"
     if device == "tpu":
         import torchtpu
 
         torchtpu.reset_metrics()
     model, opt, ids = build(device)
+    # ids is an argument, not a captured tensor: compile_step's programs take every tensor they
+    # read as an input (a captured one is refused), and the other modes do not mind.
     if workload == "forward":
-        fn = lambda m: forward(m, ids)  # noqa: E731
+        fn = lambda m, ids: forward(m, ids)  # noqa: E731
     else:
-        fn = lambda m: train_step(m, opt, ids)  # noqa: E731
+        fn = lambda m, ids: train_step(m, opt, ids)  # noqa: E731
     target = model
     if mode == "cpu-inductor":
         target_fn = torch.compile(fn, backend="inductor")
@@ -83,55 +103,191 @@ def run_mode(mode, workload, steps):
         target_fn = torch.compile(fn, backend="tpu")
     elif mode == "tpu-default-compile":
         target_fn = torch.compile(fn)
+    elif mode.startswith("tpu-compile-step"):
+        import torchtpu
+
+        owners = (model,) if workload == "forward" else (model, opt)
+        target_fn = torchtpu.compile_step(fn, *owners)
     else:
         target_fn = fn
-    times = measure(lambda: target_fn(target), device, steps)
-    compiled = None
+    # Two warm-up calls: a train step's first call has no .grad and no optimizer state yet, so
+    # its second call is a new signature too.
+    times = measure(lambda: target_fn(target, ids), device, 2)
+    per_step = compiled = None
     if device == "tpu":
         import torchtpu
 
+        steady, per_step = _steady_executions(lambda: target_fn(target, ids), steps - 2)
+        times += steady
         compiled = torchtpu.metrics()["programs_compiled"]
-    return times, compiled
+    else:
+        times += measure(lambda: target_fn(target, ids), device, steps - 2)
+    return times, compiled, per_step
 
 
-def emit(workload, mode, times, compiled):
+@contextlib.contextmanager
+def _tolerate_removed_overloads():
+    """torchax 0.0.13 names ATen overloads that torch 2.13 removed (the named-tensor `Dimname`
+    variants) in its AMP and lowering tables; a missing overload becomes an inert key instead of
+    failing the import. Only in this benchmark's torchax child process."""
+    cls = torch._ops.OpOverloadPacket
+    orig = cls.__getattr__
+
+    def getattr_(self, key):
+        try:
+            return orig(self, key)
+        except AttributeError:
+            if key.startswith("__"):
+                raise
+            return ("removed-overload", self._qualified_op_name, key)
+
+    cls.__getattr__ = getattr_
+    try:
+        yield
+    finally:
+        cls.__getattr__ = orig
+
+
+def run_torchax(workload, steps):
+    """The same model and step through torchax + jax.jit (one program per step by construction):
+    the forward, or value_and_grad + AdamW (the update written in torch ops, state donated)."""
+    with _tolerate_removed_overloads():
+        import jax
+        import torchax
+        import torchax.interop as interop
+
+        model, _, ids = build("cpu")
+        with torchax.default_env():
+            model.to("jax")
+            ids = ids.to("jax")
+            params = {k: v.detach() for k, v in model.named_parameters()}
+            buffers = dict(model.named_buffers())
+
+            def loss_fn(params, buffers, ids):
+                return torch.func.functional_call(model, {**params, **buffers}, (ids,),
+                                                  {"labels": ids}).loss
+
+            def fwd(params, buffers, ids):
+                return torch.func.functional_call(model, {**params, **buffers}, (ids,)).logits
+
+            value_and_grad = interop.jax_value_and_grad(loss_fn)
+            lr, b1, b2, eps, wd = 1e-3, 0.9, 0.999, 1e-8, 1e-2  # build()'s AdamW
+
+            def train(params, m, v, step, buffers, ids):
+                loss, grads = value_and_grad(params, buffers, ids)
+                step = step + 1
+                bc1, bc2 = 1 - b1 ** step, 1 - b2 ** step
+                new_p, new_m, new_v = {}, {}, {}
+                for k, p in params.items():
+                    g = grads[k]
+                    new_m[k] = m[k] * b1 + g * (1 - b1)
+                    new_v[k] = v[k] * b2 + g * g * (1 - b2)
+                    denom = (new_v[k] / bc2).sqrt() + eps
+                    new_p[k] = p * (1 - lr * wd) - lr * (new_m[k] / bc1) / denom
+                return loss, new_p, new_m, new_v, step
+
+            if workload == "forward":
+                jitted = interop.jax_jit(fwd)
+                fn = lambda: jitted(params, buffers, ids)  # noqa: E731
+            else:
+                jitted = interop.jax_jit(train, kwargs_for_jax_jit={"donate_argnums": (0, 1, 2)})
+                state = [params, {k: torch.zeros_like(p) for k, p in params.items()},
+                         {k: torch.zeros_like(p) for k, p in params.items()},
+                         torch.zeros((), device="jax")]
+
+                def fn():
+                    loss, *state[:] = jitted(*state, buffers, ids)
+                    return loss
+
+            times = []
+            for _ in range(steps):
+                start = time.perf_counter()
+                jax.block_until_ready(interop.jax_view(fn()))
+                times.append((time.perf_counter() - start) * 1e3)
+    return times, None, 1.0
+
+
+def emit(workload, mode, times, compiled, per_step, baseline, jax_baseline):
     first = {"workload": workload, "mode": mode, "phase": "first", "ms": round(times[0], 2)}
+    median = statistics.median(times[2:])
     steady = {"workload": workload, "mode": mode, "phase": "steady",
-              "median_ms": round(statistics.median(times[2:]), 3)}
+              "median_ms": round(median, 3)}
     if compiled is not None:
         first["programs_compiled"] = compiled
+    if per_step is not None:
+        steady["programs_per_step"] = round(per_step, 2)
+    if baseline is not None:
+        first["ratio_to_cpu_eager"] = round(times[0] / baseline[0], 3)
+        steady["ratio_to_cpu_eager"] = round(median / baseline[1], 3)
+    if jax_baseline is not None and mode != "torchax-jit":
+        first["ratio_to_torchax_jit"] = round(times[0] / jax_baseline[0], 3)
+        steady["ratio_to_torchax_jit"] = round(median / jax_baseline[1], 3)
     print(json.dumps(first), flush=True)
     print(json.dumps(steady), flush=True)
+    return times[0], median
+
+
+# The two baselines run first, so every later line carries its ratios to both.
+ALL_MODES = ("cpu-eager", "torchax-jit", "cpu-inductor", "tpu-eager", "tpu-compiled",
+             "tpu-compiled-warm-cache", "tpu-default-compile", "tpu-compile-step",
+             "tpu-compile-step-warm-cache")
 
 
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=12)
+    p.add_argument("--workloads", default="forward,train_step")
+    p.add_argument("--modes", default=",".join(ALL_MODES))
     p.add_argument("--child", nargs=2, metavar=("MODE", "WORKLOAD"))
     args = p.parse_args()
     if args.child:
-        times, compiled = run_mode(args.child[0], args.child[1], args.steps)
-        print(json.dumps({"times": times, "compiled": compiled}))
+        # One intra-op thread for PyTorch's CPU kernels in every mode (as in issue 17's table):
+        # the XLA:CPU contenders then differ only in what runs around the same XLA kernels.
+        torch.set_num_threads(1)
+        times, compiled, per_step = run_mode(args.child[0], args.child[1], args.steps)
+        print(json.dumps({"times": times, "compiled": compiled, "per_step": per_step}))
         return
+    modes = [m for m in ALL_MODES if m == "cpu-eager" or m in args.modes.split(",")]
+    # The machine's state beside the figures: on a shared host the ratios within one run are what
+    # compare, not the absolute times.
+    print(json.dumps({"host": {"cpus": os.cpu_count(), "loadavg_1m": os.getloadavg()[0],
+                               "torch": torch.__version__}}), flush=True)
     cache = tempfile.mkdtemp(prefix="torchtpu-bench-cache-")
-    for workload in ("forward", "train_step"):
+    step_cache = tempfile.mkdtemp(prefix="torchtpu-bench-step-cache-")
+    for workload in args.workloads.split(","):
+        baseline = jax_baseline = None
         # Every mode in its own process, so first calls are really first.
-        for mode in ("cpu-eager", "cpu-inductor", "tpu-eager", "tpu-compiled",
-                     "tpu-compiled-warm-cache", "tpu-default-compile"):
+        for mode in modes:
             # tpu-eager gets its own cache, so "tpu-compiled" is a genuinely cold process and
-            # "tpu-compiled-warm-cache" is a restart that reuses what that process compiled.
+            # "tpu-compiled-warm-cache" is a restart that reuses what that process compiled
+            # (tpu-compile-step and its warm restart share another folder).
             own_cache = mode in ("tpu-eager", "tpu-default-compile")
-            env = dict(os.environ, TORCHTPU_CACHE_DIR=tempfile.mkdtemp() if own_cache else cache)
+            shared = step_cache if mode.startswith("tpu-compile-step") else cache
+            env = dict(os.environ, TORCHTPU_CACHE_DIR=tempfile.mkdtemp() if own_cache else shared)
             # PyTorch's own caches (AOTAutograd's, Inductor's) are private too: cold means cold.
             env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(
                 cache if mode.startswith("tpu-compiled") else tempfile.mkdtemp(), "torch")
+            if mode == "torchax-jit":
+                # torchax claims the PrivateUse1 device for itself: torchtpu must not load.
+                env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
             r = subprocess.run([sys.executable, __file__, "--steps", str(args.steps), "--child",
                                 mode, workload], env=env, capture_output=True, text=True)
             if r.returncode != 0:
-                print(json.dumps({"workload": workload, "mode": mode, "error": r.stderr[-500:]}))
+                if mode == "torchax-jit" and "ModuleNotFoundError" in r.stderr:
+                    skipped = "torchax or JAX is not installed (pip install --no-deps torchax)"
+                    print(json.dumps({"workload": workload, "mode": mode, "skipped": skipped}),
+                          flush=True)
+                    continue
+                print(json.dumps({"workload": workload, "mode": mode, "error": r.stderr[-500:]}),
+                      flush=True)
                 continue
             data = json.loads(r.stdout.strip().splitlines()[-1])
-            emit(workload, mode, data["times"], data["compiled"])
+            result = emit(workload, mode, data["times"], data["compiled"], data["per_step"],
+                          baseline, jax_baseline)
+            if mode == "cpu-eager":
+                baseline = result
+            elif mode == "torchax-jit":
+                jax_baseline = result
 
 
 if __name__ == "__main__":

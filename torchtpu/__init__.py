@@ -63,6 +63,11 @@ from . import _accelerate  # noqa: E402
 
 _accelerate.install()
 
+# safetensors loads onto tpu (its Rust core knows a fixed list of device names).
+from . import _safetensors  # noqa: E402
+
+_safetensors.install()
+
 from .device import device_count, is_available  # noqa: E402
 from .kernels import jax_op, stablehlo_op  # noqa: E402
 

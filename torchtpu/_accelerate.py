@@ -29,14 +29,11 @@ TORCHTPU_PATCH_ACCELERATE=0 leaves Accelerate untouched.
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
 import os
-import sys
 
 import torch
 
-from . import _config
+from . import _config, _post_import
 
 _BACKENDS = ("tpu", "tpu_dist")
 
@@ -109,36 +106,8 @@ def _patch_accelerator(accelerator_module) -> None:
     accelerator_class._torchtpu_patched = True
 
 
-_PATCHES = {"accelerate.state": _patch, "accelerate.accelerator": _patch_accelerator}
-
-
-class _PatchAfterImport(importlib.abc.MetaPathFinder):
-    """Patches an Accelerate module right after it executes, whenever it is first imported."""
-
-    def find_spec(self, name, path, target=None):
-        patch = _PATCHES.get(name)
-        if patch is None:
-            return None
-        spec = importlib.machinery.PathFinder.find_spec(name, path, target)
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
-            return spec
-        loader = spec.loader
-        original_exec = loader.exec_module
-
-        def exec_module(module):
-            original_exec(module)
-            patch(module)
-
-        loader.exec_module = exec_module
-        return spec
-
-
 def install() -> None:
     if not enabled():
         return
-    for name, patch in _PATCHES.items():
-        module = sys.modules.get(name)
-        if module is not None:
-            patch(module)
-    if not any(isinstance(f, _PatchAfterImport) for f in sys.meta_path):
-        sys.meta_path.insert(0, _PatchAfterImport())
+    _post_import.after_import("accelerate.state", _patch)
+    _post_import.after_import("accelerate.accelerator", _patch_accelerator)

@@ -20,6 +20,10 @@ updates inside the same program. New tensors the step creates (a first `.grad`, 
 state) are graph outputs that are installed on the real objects after the call. The graph then
 goes through the same lowering as `torch.compile(backend="tpu")` (one lowering table).
 
+A `torch.amp.GradScaler("tpu")` passed beside them works inside the step (scale, backward,
+unscale_, clipping, step, update): its scale and growth tracker are program state, and its skip of
+a step with non-finite gradients becomes a select in the program instead of a host read.
+
 The jax.jit contract applies: Python values the step reads (ints, floats, bools, the modules'
 training flags, non-tensor hyperparameters) are baked into the trace and part of the cache key; a
 new value traces again. Keep changing hyperparameters in tensors (`lr=torch.tensor(...)`), and call
@@ -32,6 +36,7 @@ import collections
 import contextlib
 import itertools
 import logging
+import operator
 from typing import Any, Callable
 
 import torch
@@ -43,19 +48,37 @@ _step_ids = itertools.count()
 
 
 class _Owners:
-    """The modules and optimizers whose tensors the step reads and updates."""
+    """The modules, optimizers and gradient scalers whose tensors the step reads and updates."""
 
     def __init__(self, owners):
+        from torch.amp import GradScaler
+
         self.modules: list[torch.nn.Module] = []
         self.optimizers: list[torch.optim.Optimizer] = []
+        self.scalers: list[GradScaler] = []
         for o in owners:
             if isinstance(o, torch.nn.Module):
                 self.modules.append(o)
             elif isinstance(o, torch.optim.Optimizer):
                 self.optimizers.append(o)
+            elif isinstance(o, GradScaler):
+                self.scalers.append(o)
             else:
-                raise TypeError(f"torchtpu.compile_step: expected nn.Module or torch.optim.Optimizer "
-                                f"objects after the step function, got {type(o).__name__}")
+                raise TypeError(f"torchtpu.compile_step: expected nn.Module, torch.optim.Optimizer "
+                                f"or torch.amp.GradScaler objects after the step function, got "
+                                f"{type(o).__name__}")
+
+
+def _prepare_scaler(scaler) -> None:
+    """The scale and growth tracker exist before the first call (GradScaler makes them at its
+    first scale()), so they are program inputs updated in place from the first call on."""
+    if not scaler.is_enabled():
+        return
+    if scaler._device != "tpu":
+        raise ValueError(f"torchtpu.compile_step: the GradScaler is for device '{scaler._device}'; "
+                         "use torch.amp.GradScaler('tpu')")
+    if scaler._scale is None:
+        scaler._lazy_init_scale_growth_tracker(torch.device("tpu"))
 
 
 def _prepare_optimizer(opt: torch.optim.Optimizer) -> None:
@@ -124,6 +147,20 @@ class _Slots:
                 self.key.append(("nograd",))
             else:
                 self.grad_slot[id(p)] = add(p.grad)
+        from torch.amp.grad_scaler import OptState
+
+        for scaler in owners.scalers:
+            self.key.append(("scaler", scaler.is_enabled(), scaler._growth_factor,
+                             scaler._backoff_factor, scaler._growth_interval))
+            if not scaler.is_enabled():
+                continue
+            if any(st["stage"] is not OptState.READY
+                   for st in scaler._per_optimizer_states.values()):
+                raise RuntimeError("torchtpu.compile_step: the GradScaler was used outside the "
+                                   "step since its last update(); scale, step and update it "
+                                   "inside the step")
+            add(scaler._scale)
+            add(scaler._growth_tracker)
         for opt in owners.optimizers:
             for group in opt.param_groups:
                 gkey = []
@@ -196,9 +233,24 @@ def _swapped_state(owners: _Owners, slots: _Slots, traced: list):
         stand_in = by_id[id(p)]
         slot = slots.grad_slot[id(p)]
         stand_in.grad = None if slot is None else traced[slot]
+    saved_scalers = []
+    for scaler in owners.scalers:
+        saved_scalers.append((scaler, scaler._scale, scaler._growth_tracker,
+                              scaler._per_optimizer_states))
+        if scaler.is_enabled():
+            from torch.amp.grad_scaler import _refresh_per_optimizer_state
+
+            scaler._scale = by_id[id(scaler._scale)]
+            scaler._growth_tracker = by_id[id(scaler._growth_tracker)]
+            scaler._per_optimizer_states = collections.defaultdict(_refresh_per_optimizer_state)
+            scaler._maybe_opt_step = _skippable_opt_step
     try:
         yield by_id
     finally:
+        for scaler, scale, tracker, states in saved_scalers:
+            scaler._scale, scaler._growth_tracker = scale, tracker
+            scaler._per_optimizer_states = states
+            scaler.__dict__.pop("_maybe_opt_step", None)
         for mod, params, buffers in saved_modules:
             mod._parameters.clear()
             mod._parameters.update(params)
@@ -209,6 +261,85 @@ def _swapped_state(owners: _Owners, slots: _Slots, traced: list):
             for g, saved in zip(opt.param_groups, groups):
                 g.clear()
                 g.update(saved)
+
+
+_PLAIN = (bool, int, float, str, type(None))
+
+
+def _plain(v):
+    """A hyperparameter as a cheap comparable value (repr only for what is not a plain value)."""
+    if type(v) in _PLAIN or (type(v) is tuple and all(type(x) in _PLAIN for x in v)):
+        return v
+    return repr(v)
+
+
+def _snapshot(owners: _Owners, dicts: list, params: list) -> tuple[list, list]:
+    """Everything _Slots and the cache key are derived from, cheaply: the objects (compared by
+    identity: every parameter, buffer, submodule, .grad, optimizer state entry and tensor
+    hyperparameter, and the containers holding them) and the plain values (compared by
+    equality: training flags, requires_grad, state keys, plain hyperparameters, scaler
+    settings). The shapes, dtypes and devices of the state tensors are checked apart, once the
+    objects are known to be the same."""
+    objs = [v for d in dicts for v in d.values()]
+    objs += [p.grad for p in params]
+    flags = [p.requires_grad for p in params]
+    for opt in owners.optimizers:
+        state = opt.state
+        objs.append(state)
+        flags.append(len(state))
+        for group in opt.param_groups:
+            for k, v in group.items():
+                if k == "params":
+                    objs += v
+                    flags.append(len(v))
+                elif isinstance(v, torch.Tensor):
+                    objs.append(v)
+                else:
+                    flags.append(_plain(v))
+            for p in group["params"]:
+                st = state.get(p)
+                objs.append(st)
+                if st:
+                    flags.append(tuple(st))
+                    for v in st.values():
+                        if isinstance(v, torch.Tensor):
+                            objs.append(v)
+                        else:
+                            flags.append(_plain(v))
+    for sc in owners.scalers:
+        objs += (sc._scale, sc._growth_tracker)
+        flags.append((sc._enabled, sc._growth_factor, sc._backoff_factor, sc._growth_interval,
+                      tuple(st["stage"] for st in sc._per_optimizer_states.values())))
+    return objs, flags
+
+
+def _meta(tensors: list) -> list:
+    return [(t.shape, t.dtype, t.device, t.requires_grad) for t in tensors]
+
+
+class _Guard:
+    """The previous call's slots and program, valid while nothing they were derived from changed.
+    (Object identity is safe to compare: the guard keeps the objects alive, so no new object can
+    take the place of one of them at the same address.)"""
+
+    def __init__(self, owners: _Owners, slots: _Slots, entry, arg_key):
+        submodules = [sub for m in owners.modules for sub in m.modules()]
+        self.submodules = submodules
+        self.training = [sub.training for sub in submodules]
+        self.dicts = [d for sub in submodules
+                      for d in (sub._parameters, sub._buffers, sub._modules)]
+        self.slots = slots
+        self.entry = entry
+        self.arg_key = arg_key
+        self.objs, self.flags = _snapshot(owners, self.dicts, slots.params)
+        self.meta = _meta(slots.tensors)
+
+    def holds(self, owners: _Owners) -> bool:
+        if [sub.training for sub in self.submodules] != self.training:
+            return False
+        objs, flags = _snapshot(owners, self.dicts, self.slots.params)
+        return (len(objs) == len(self.objs) and all(map(operator.is_, objs, self.objs))
+                and flags == self.flags and _meta(self.slots.tensors) == self.meta)
 
 
 class _Traced:
@@ -229,25 +360,36 @@ class CompiledStep:
         self.owners = owners
         self.name = f"step{next(_step_ids)}"
         self._cache: dict = {}
+        self._last: _Guard | None = None
         for opt in owners.optimizers:
             _prepare_optimizer(opt)
+        for scaler in owners.scalers:
+            _prepare_scaler(scaler)
 
     @property
     def num_signatures(self) -> int:
         return len(self._cache)
 
     def __call__(self, *args, **kwargs):
-        slots = _Slots(self.owners)
         flat_args, args_spec = pytree.tree_flatten((args, kwargs))
         for a in flat_args:
             if isinstance(a, torch.Tensor) and a.device.type != "tpu":
                 raise ValueError(f"torchtpu.compile_step: an argument is on {a.device}; pass tpu "
                                  "tensors")
-        key = (tuple(slots.key), _arg_key(flat_args), args_spec)
-        entry = self._cache.get(key)
-        if entry is None:
-            entry = self._trace(slots, flat_args, args_spec)
-            self._cache[key] = entry
+        arg_key = (_arg_key(flat_args), args_spec)
+        last = self._last
+        if last is not None and last.arg_key == arg_key and last.holds(self.owners):
+            # Same objects, flags and hyperparameters as the previous call: its slots (the flat
+            # input list) and program still apply; no walk over modules and optimizers.
+            slots, entry = last.slots, last.entry
+        else:
+            slots = _Slots(self.owners)
+            key = (tuple(slots.key),) + arg_key
+            entry = self._cache.get(key)
+            if entry is None:
+                entry = self._trace(slots, flat_args, args_spec)
+                self._cache[key] = entry
+            self._last = _Guard(self.owners, slots, entry, arg_key)
         inputs = slots.tensors + [a for a in flat_args if isinstance(a, torch.Tensor)]
         outs = entry.compiled(inputs)
         self._install(entry, slots, outs)
@@ -290,6 +432,7 @@ class CompiledStep:
             with _swapped_state(self.owners, slots, state) as by_id:
                 args, kwargs = pytree.tree_unflatten(call_args, args_spec)
                 result = self.fn(*args, **kwargs)
+                _check_scalers_updated(self.owners)
                 outputs, _ = self._collect(slots, state, by_id, record, result)
             return outputs
 
@@ -301,10 +444,20 @@ class CompiledStep:
         try:
             with torch.compiler._compile_session_context():
                 gm = make_fx(_functionalized(step, requires_grad),
-                             decomposition_table=_dynamo._decompositions(), tracing_mode="fake",
+                             decomposition_table=_decompositions(), tracing_mode="fake",
                              _allow_non_fake_inputs=False)(*[t.detach() for t in example])
         except (GuardOnDataDependentSymNode, DataDependentOutputException) as e:
             raise _host_read_error(str(e).splitlines()[0]) from None
+        except AssertionError as e:
+            if "convert all Tensors to FakeTensors" not in str(e):
+                raise
+            # A tensor the step captured (a closure variable, a plain tensor attribute): it is
+            # neither a program input nor known state, so its updates could not be written back.
+            raise ValueError(
+                "torchtpu.compile_step: the step uses a tensor that is neither an argument of the "
+                "step nor a parameter, buffer, .grad or optimizer state of the given modules and "
+                "optimizers (a tensor captured from an enclosing scope?); pass it as an argument "
+                f"or register it as a buffer ({str(e).splitlines()[-1][:200]})") from None
         _clean_graph(gm)
         gm.recompile()
         compiled = _dynamo._compile_graph(gm, example)
@@ -356,6 +509,73 @@ class CompiledStep:
         record["installs"] = installs
         record["num_user"] = num_user
         return outputs, installs
+
+
+def _unscale_and_check(grads, found_inf, inv_scale):
+    """aten._amp_foreach_non_finite_check_and_unscale as per-gradient ops, as the CPU kernel does
+    it: every gradient times inv_scale, found_inf set to 1 when any element is not finite. (The
+    fused op returns a list and a tensor, which the graph lowering cannot index yet.)"""
+    found = found_inf
+    out = []
+    for g in grads:
+        found = torch.where(torch.isfinite(g).all(), found, torch.ones_like(found))
+        out.append(g * inv_scale.to(g.dtype))
+    return out, found
+
+
+def _decompositions() -> dict:
+    from . import _dynamo
+
+    table = dict(_dynamo._decompositions())
+    table[torch.ops.aten._amp_foreach_non_finite_check_and_unscale.default] = _unscale_and_check
+    return table
+
+
+def _skippable_opt_step(optimizer, optimizer_state, *args, **kwargs):
+    """GradScaler.step without its host read: eagerly, GradScaler skips optimizer.step() when the
+    unscaled gradients hold an inf or NaN (`if not found_inf.item()`). In one program the step
+    runs always and its results are then selected: where any gradient was not finite, every
+    parameter and optimizer state tensor keeps its value from before the step. State that the
+    step creates (the first step's) is zero then, the value the optimizers in torch.optim start
+    from, where an eager skipped first step leaves the state empty."""
+    found = sum(optimizer_state["found_inf_per_device"].values())
+    params = [p for g in optimizer.param_groups for p in g["params"]]
+    before = {}
+    with torch.no_grad():
+        for p in params:
+            before[(id(p), None)] = (p, p.clone())
+            for k, v in optimizer.state.get(p, {}).items():
+                if isinstance(v, torch.Tensor):
+                    before[(id(p), k)] = (v, v.clone())
+    retval = optimizer.step(*args, **kwargs)
+    with torch.no_grad():
+        skip = found > 0
+        for p in params:
+            t, old = before[(id(p), None)]
+            t.copy_(torch.where(skip, old, t))
+            st = optimizer.state.get(p, {})
+            for k, v in list(st.items()):
+                if not isinstance(v, torch.Tensor):
+                    continue
+                prev = before.get((id(p), k))
+                if prev is None:
+                    st[k] = torch.where(skip, torch.zeros_like(v), v)
+                elif prev[0] is v:
+                    v.copy_(torch.where(skip, prev[1], v))
+                else:
+                    st[k] = torch.where(skip, prev[1], v)
+    return retval
+
+
+def _check_scalers_updated(owners: _Owners) -> None:
+    from torch.amp.grad_scaler import OptState
+
+    for scaler in owners.scalers:
+        if any(st["stage"] is not OptState.READY
+               for st in scaler._per_optimizer_states.values()):
+            raise RuntimeError("torchtpu.compile_step: the step used the GradScaler without "
+                               "calling scaler.update() at its end; the scaler's per-step "
+                               "record cannot outlive the program")
 
 
 def _host_read_error(where: str) -> RuntimeError:
@@ -429,9 +649,10 @@ def compile_step(fn: Callable, *owners: Any) -> CompiledStep:
         loss = step(inputs, labels)
 
     `fn` may run forward, `loss.backward()`, gradient clipping, `optimizer.step()` and
-    `optimizer.zero_grad()` on the given modules and optimizers; their tensors (parameters,
-    buffers, `.grad`, optimizer state, tensor hyperparameters) are the program's state, read and
-    updated in place. Arguments may be tpu tensors (their shapes and dtypes pick the program) and
+    `optimizer.zero_grad()` on the given modules and optimizers, and scale/unscale_/step/update on
+    a given torch.amp.GradScaler("tpu"); their tensors (parameters, buffers, `.grad`, optimizer
+    state, tensor hyperparameters, the scaler's scale) are the program's state, read and updated
+    in place. Arguments may be tpu tensors (their shapes and dtypes pick the program) and
     hashable Python values (each value traces its own program)."""
     if not callable(fn):
         raise TypeError("torchtpu.compile_step: the first argument must be the step function")

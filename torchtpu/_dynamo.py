@@ -99,10 +99,13 @@ class _GraphLowering:
     running the graph on fake tensors of one concrete signature), symbolic sizes become
     constants: a dynamic graph is specialized per concrete signature."""
 
-    def __init__(self, gm: torch.fx.GraphModule, name: str, concrete: dict | None = None):
+    def __init__(self, gm: torch.fx.GraphModule, name: str, concrete: dict | None = None,
+                 runtime_scalars: frozenset = frozenset()):
         self.gm = gm
         self.name = name
         self.concrete = concrete
+        # Number placeholders that travel as runtime values (see _runtime_scalar_placeholders).
+        self.runtime_scalars = runtime_scalars
         self.env: dict = {}
         self.constants: list[torch.Tensor] = []
 
@@ -133,24 +136,29 @@ class _GraphLowering:
     def build(self):
         placeholders = [n for n in self.gm.graph.nodes if n.op == "placeholder"]
         get_attrs = [n for n in self.gm.graph.nodes if n.op == "get_attr"]
-        tensors = []
+        tensors, scalars = [], []
         for n in placeholders:
             val = self.val(n)
             if isinstance(val, torch.Tensor):
                 tensors.append(n)
+            elif n in self.runtime_scalars:
+                scalars.append(n)
             elif self.concrete is not None and isinstance(val, (int, float, bool)):
                 self.env[n] = ("const", val)
             else:
                 raise _Unsupported(f"graph input {n.name} is a {type(val).__name__}")
-        num_inputs = len(tensors) + len(get_attrs)
+        # Inputs: the tensors, then the runtime scalars (0-d CPU tensors), then the constants.
+        num_inputs = len(tensors) + len(scalars) + len(get_attrs)
         g = _C.GraphExecutable(self.name, num_inputs)
         # The same node list, kept as plain data: a serialized compiled graph (precompile) is
         # this recipe, and loading it replays it into a new GraphExecutable.
         self.recipe = {"num_inputs": num_inputs, "nodes": [], "outputs": None}
         for i, n in enumerate(tensors):
             self.env[n] = ("in", i)
+        for k, n in enumerate(scalars):
+            self.env[n] = ("scalar_in", len(tensors) + k, self.val(n))
         for j, n in enumerate(get_attrs):
-            self.env[n] = ("in", len(placeholders) + j)
+            self.env[n] = ("in", len(tensors) + len(scalars) + j)
             self.constants.append(getattr(self.gm, n.target))
         outputs = None
         for n in self.gm.graph.nodes:
@@ -250,17 +258,59 @@ def _concrete_values(gm: torch.fx.GraphModule, args) -> dict:
     return values
 
 
+# Where an op can take a symbolic int argument as a runtime value (its lowering reads it through
+# LoweringContext::number): (op, argument position). Scalar- and Tensor-typed positions always can.
+_RUNTIME_INT_POSITIONS = {(torch.ops.aten.select.int, 2)}
+
+
+def _runtime_scalar_placeholders(gm: torch.fx.GraphModule) -> frozenset:
+    """The number inputs of a dynamic graph (a compiled function's Python int, which Dynamo
+    makes symbolic once it sees a second value) that only feed ops as values: they travel to
+    the program at run time, so a new value reuses the program. A number that decides a shape
+    (a slice bound, a size) stays part of the signature."""
+    out = set()
+    for n in gm.graph.nodes:
+        if n.op != "placeholder" or not isinstance(n.meta.get("val"), (torch.SymInt, torch.SymFloat)):
+            continue
+        ok = bool(n.users)
+        for user in n.users:
+            val = user.meta.get("val")
+            vals = val if isinstance(val, (list, tuple)) else [val]
+            # An op that turns the number into another number (size arithmetic) would be
+            # folded into a constant of this call's value: such inputs stay in the signature.
+            if not isinstance(user.target, torch._ops.OpOverload) or not all(
+                    isinstance(v, torch.Tensor) for v in vals):
+                ok = False
+                break
+            schema = user.target._schema
+            for i, (a, sa) in enumerate(zip(_normalized_args(user, schema), schema.arguments)):
+                if a is n:
+                    t = str(sa.type)
+                    ok &= t in ("Scalar", "Scalar?", "Tensor") or (
+                        (user.target, i) in _RUNTIME_INT_POSITIONS)
+                elif isinstance(a, (list, tuple)) and any(x is n for x in a):
+                    ok = False
+        if ok:
+            out.add(n)
+    return frozenset(out)
+
+
 def _compile_dynamic(gm: torch.fx.GraphModule, name: str):
-    """A graph with symbolic sizes: specialized and compiled once per concrete signature."""
+    """A graph with symbolic sizes: specialized and compiled once per concrete signature. Number
+    inputs that only feed ops as values are runtime arguments, not part of that signature."""
     specialized: dict = {}
+    runtime_scalars = _runtime_scalar_placeholders(gm)
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    runtime_pos = [i for i, n in enumerate(placeholders) if n in runtime_scalars]
 
     def run(*args):
-        key = tuple((tuple(a.shape), a.dtype) if isinstance(a, torch.Tensor) else a for a in args)
+        key = tuple((tuple(a.shape), a.dtype) if isinstance(a, torch.Tensor)
+                    else (type(a),) if i in runtime_pos else a for i, a in enumerate(args))
         entry = specialized.get(key)
         if entry is None:
             sub = f"{name}.{len(specialized)}"
             try:
-                lowering = _GraphLowering(gm, sub, _concrete_values(gm, args))
+                lowering = _GraphLowering(gm, sub, _concrete_values(gm, args), runtime_scalars)
                 g = lowering.build()
                 _graphs.append((sub, g))
                 entry = (g, [c.to("tpu") for c in lowering.constants])
@@ -273,7 +323,11 @@ def _compile_dynamic(gm: torch.fx.GraphModule, name: str):
         if g is None:
             return gm.forward(*args)
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
-        return g.run(tensors + constants)
+        # Python floats travel in f32 as in eager mode (f64 only with f64 data, which the
+        # program's other inputs decide), ints in s64.
+        scalars = [torch.tensor(args[i], dtype=torch.int64 if isinstance(args[i], int)
+                                else torch.float32) for i in runtime_pos]
+        return g.run(tensors + scalars + constants)
 
     return make_boxed_func(run)
 

@@ -96,6 +96,34 @@ void distribution_checked(const c10::OperatorHandle& op, torch::jit::Stack* stac
     double to = arg_named(op, *stack, "to")->toDouble();
     TORCH_CHECK(from <= to, "uniform_ expects to return a [from, to) range, but found from=", from,
                 " > to=", to);
+  } else if (name == "aten::exponential_") {
+    double lambd = arg_named(op, *stack, "lambd")->toDouble();
+    TORCH_CHECK(lambd > 0.0, "exponential_ expects lambda > 0.0, but found lambda=", lambd);
+  } else if (name == "aten::geometric_") {
+    double p = arg_named(op, *stack, "p")->toDouble();
+    TORCH_CHECK(p > 0 && p < 1, "geometric_ expects p to be in (0, 1), but got p=", p);
+  } else if (name == "aten::log_normal_") {
+    double std_dev = arg_named(op, *stack, "std")->toDouble();
+    TORCH_CHECK(std_dev > 0.0, "log_normal_ expects std > 0.0, but found std=", std_dev);
+  } else if (name == "aten::cauchy_") {
+    double sigma = arg_named(op, *stack, "sigma")->toDouble();
+    TORCH_CHECK(sigma > 0.0, "cauchy_ expects sigma > 0.0, but found sigma=", sigma);
+  } else if (name == "aten::random_") {
+    auto from = arg_named(op, *stack, "from");
+    auto to = arg_named(op, *stack, "to");
+    int64_t lo = from && from->isInt() ? from->toInt() : 0;
+    if (to && to->isInt()) {
+      TORCH_CHECK(lo < to->toInt(),
+                  "random_ expects 'from' to be less than 'to', but got from=", lo,
+                  " >= to=", to->toInt());
+    }
+  } else if (name == "aten::native_dropout") {
+    // The CPU kernel draws bernoulli_(1 - p) and raises its message.
+    double keep = 1.0 - arg_named(op, *stack, "p")->toDouble();
+    auto train = arg_named(op, *stack, "train");
+    if (!train || train->isNone() || train->toBool()) {
+      TORCH_CHECK(keep >= 0 && keep <= 1, "bernoulli_ expects p to be in [0, 1], but got p=", keep);
+    }
   } else {
     auto p = arg_named(op, *stack, "p");
     if (p && p->isDouble()) {
@@ -107,8 +135,12 @@ void distribution_checked(const c10::OperatorHandle& op, torch::jit::Stack* stac
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  for (const char* name : {"normal_", "normal.Tensor_float", "normal.Tensor_float_out", "uniform_",
-                           "bernoulli_.float", "bernoulli.p"}) {
+  // Every op whose distribution parameters travel at run time (aten/call_state.h's
+  // is_runtime_number): the program cannot check a value it only receives.
+  for (const char* name :
+       {"normal_", "normal.Tensor_float", "normal.Tensor_float_out", "uniform_", "bernoulli_.float",
+        "bernoulli.p", "exponential_", "geometric_", "log_normal_", "cauchy_", "random_.from",
+        "random_.to", "native_dropout"}) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&distribution_checked>());
   }
   for (const char* name : {"floor_divide",

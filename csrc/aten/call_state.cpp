@@ -46,14 +46,53 @@ bool is_generator_type(const c10::TypePtr& t) {
   return false;
 }
 
-bool is_runtime_float(const c10::FunctionSchema& schema, const c10::Argument& arg) {
-  if (arg.name() != "lr" || arg.type()->kind() != c10::TypeKind::FloatType) return false;
-  // Only ops whose lowering reads `lr` as a Value (lowering/optim.cpp's scalar_of).
-  static const char* const kOps[] = {"aten::_fused_adam_", "aten::_fused_adamw_",
-                                     "aten::_fused_sgd_",  "aten::_fused_adam",
-                                     "aten::_fused_adamw", "aten::_fused_sgd"};
-  for (const char* op : kOps) {
-    if (schema.name() == op) return true;
+bool is_runtime_number(const c10::FunctionSchema& schema, const c10::Argument& arg) {
+  c10::TypeKind kind = arg.type()->kind();
+  if (kind != c10::TypeKind::FloatType && kind != c10::TypeKind::IntType &&
+      kind != c10::TypeKind::OptionalType && kind != c10::TypeKind::ListType) {
+    return false;
+  }
+  // Ops whose lowering reads these arguments through LoweringContext::number / number_list (a
+  // Value), never as a host number, and whose host-side checks (aten/argument_checks.cpp) run
+  // on every call. Keyed by the op's name without overload: in-place and functional forms alike.
+  struct Entry {
+    const char* op;
+    const char* args[3];
+  };
+  static const Entry kTable[] = {
+      {"aten::_fused_adam_", {"lr"}},
+      {"aten::_fused_adamw_", {"lr"}},
+      {"aten::_fused_sgd_", {"lr"}},
+      {"aten::_fused_adam", {"lr"}},
+      {"aten::_fused_adamw", {"lr"}},
+      {"aten::_fused_sgd", {"lr"}},
+      {"aten::uniform_", {"from", "to"}},
+      {"aten::uniform", {"from", "to"}},
+      {"aten::normal_", {"mean", "std"}},
+      {"aten::normal", {"mean", "std"}},
+      {"aten::normal_functional", {"mean", "std"}},
+      {"aten::bernoulli_", {"p"}},
+      {"aten::bernoulli", {"p"}},
+      {"aten::exponential_", {"lambd"}},
+      {"aten::exponential", {"lambd"}},
+      {"aten::log_normal_", {"mean", "std"}},
+      {"aten::log_normal", {"mean", "std"}},
+      {"aten::cauchy_", {"median", "sigma"}},
+      {"aten::cauchy", {"median", "sigma"}},
+      {"aten::geometric_", {"p"}},
+      {"aten::geometric", {"p"}},
+      {"aten::random_", {"from", "to"}},
+      {"aten::random", {"from", "to"}},
+      {"aten::native_dropout", {"p"}},
+      {"aten::native_dropout_backward", {"scale"}},
+      {"aten::roll", {"shifts"}},
+  };
+  const std::string& op = schema.name();
+  for (const Entry& e : kTable) {
+    if (op != e.op) continue;
+    for (const char* name : e.args) {
+      if (name && arg.name() == name) return true;
+    }
   }
   return false;
 }
@@ -264,17 +303,16 @@ void Scanner::scan(const c10::FunctionSchema& schema, const torch::jit::Stack& s
     } else if (v.isNone()) {
       d.kind = ArgDesc::Kind::kNone;
       put(s_.key, 'n');
-    } else if (v.isDouble() && is_runtime_float(schema, args[i])) {
-      d.kind = ArgDesc::Kind::kScalar;
-      d.param = static_cast<int>(s_.params.size());
-      Param p;
-      p.kind = Param::Kind::kScalar;
-      p.scalar = v.toScalar();
-      p.dtype = scalar_element_type(p.scalar, s_.any_f64);
-      d.dtype = lowering::to_scalar_type(p.dtype);
-      put(s_.key, 'r');
-      put(s_.key, static_cast<int64_t>(p.dtype));
-      s_.params.push_back(std::move(p));
+    } else if ((v.isDouble() || v.isInt()) && is_runtime_number(schema, args[i])) {
+      runtime_number(v.toScalar(), d);
+    } else if (v.isIntList() && is_runtime_number(schema, args[i])) {
+      // Its length is structure, its elements are values.
+      d.kind = ArgDesc::Kind::kScalarList;
+      auto list = v.toIntVector();
+      put(s_.key, 'R');
+      put(s_.key, static_cast<int64_t>(list.size()));
+      d.items.resize(list.size());
+      for (size_t j = 0; j < list.size(); ++j) runtime_number(c10::Scalar(list[j]), d.items[j]);
     } else if (is_scalar_type(args[i].type()) && v.isScalar()) {
       c10::Scalar sc = v.toScalar();
       ElementType et = scalar_element_type(sc, s_.any_f64);
@@ -301,6 +339,19 @@ void Scanner::scan(const c10::FunctionSchema& schema, const torch::jit::Stack& s
       constant(v);
     }
   }
+}
+
+void Scanner::runtime_number(const c10::Scalar& value, ArgDesc& d) {
+  d.kind = ArgDesc::Kind::kScalar;
+  d.param = static_cast<int>(s_.params.size());
+  Param p;
+  p.kind = Param::Kind::kScalar;
+  p.scalar = value;
+  p.dtype = scalar_element_type(p.scalar, s_.any_f64);
+  d.dtype = lowering::to_scalar_type(p.dtype);
+  put(s_.key, 'r');
+  put(s_.key, static_cast<int64_t>(p.dtype));
+  s_.params.push_back(std::move(p));
 }
 
 void Scanner::constant(const c10::IValue& v) {

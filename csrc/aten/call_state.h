@@ -30,7 +30,16 @@ struct Param {
 };
 
 struct ArgDesc {
-  enum class Kind { kTensor, kTensorList, kScalar, kDefaultScalar, kGenerator, kConst, kNone };
+  enum class Kind {
+    kTensor,
+    kTensorList,
+    kScalar,
+    kScalarList,  // `items` are kScalar (a runtime int list: roll's shifts)
+    kDefaultScalar,
+    kGenerator,
+    kConst,
+    kNone
+  };
   Kind kind = Kind::kNone;
   int param = -1;  // tensor / scalar / generator
   // kTensor of a view that does not cover its whole storage: the s64 kScalar param holding
@@ -38,7 +47,7 @@ struct ArgDesc {
   int offset_param = -1;
   lowering::StridedView view;
   c10::ScalarType dtype = c10::kFloat;
-  std::vector<ArgDesc> items;  // kTensorList (kNone entries for absent optionals)
+  std::vector<ArgDesc> items;  // kTensorList (kNone entries for absent optionals), kScalarList
 };
 
 struct CallState {
@@ -72,10 +81,11 @@ class PooledCallState {
 std::string device_str(int index);
 bool is_scalar_type(const c10::TypePtr& t);     // Scalar or Scalar?
 bool is_generator_type(const c10::TypePtr& t);  // Generator or Generator?
-// A `float` (not Scalar) argument whose value changes from call to call in real workloads (the
-// learning rate of the fused optimizers, which a scheduler moves every step): it travels as a
-// runtime scalar like a Scalar, and its lowering reads it as a Value.
-bool is_runtime_float(const c10::FunctionSchema& schema, const c10::Argument& arg);
+// A `float`/`int`/`int[]` (not Scalar) argument whose value changes from call to call in real
+// workloads (the fused optimizers' learning rate, which a scheduler moves every step; random
+// ops' bounds and parameters; dropout's p; roll's shifts): it travels as runtime scalars like a
+// Scalar, and its lowering reads it as a Value (LoweringContext::number / number_list).
+bool is_runtime_number(const c10::FunctionSchema& schema, const c10::Argument& arg);
 // The dtype a Python scalar travels in: i1, i64, or f32 (f64 when f64 data is involved).
 shlo::ElementType scalar_element_type(const c10::Scalar& s, bool any_f64);
 bool same_scalar(const c10::Scalar& a, const c10::Scalar& b);
@@ -102,6 +112,7 @@ class Scanner {
 
  private:
   void constant(const c10::IValue& v);
+  void runtime_number(const c10::Scalar& value, ArgDesc& d);
   CallState& s_;
   bool with_views_;
 };

@@ -105,8 +105,10 @@ std::vector<std::string> describe_args(const c10::FunctionSchema& schema,
       for (const at::Tensor& t : v.toTensorVector()) os << describe_tensor(t) << ", ";
       os << "]";
     } else if ((is_scalar_type(args[i].type()) && v.isScalar()) ||
-               (v.isDouble() && is_runtime_float(schema, args[i]))) {
+               ((v.isDouble() || v.isInt()) && is_runtime_number(schema, args[i]))) {
       os << "Scalar(" << v.toScalar().type() << ")";
+    } else if (v.isIntList() && is_runtime_number(schema, args[i])) {
+      os << "int[" << v.toIntVector().size() << "] at run time";
     } else {
       os << v;
     }
@@ -347,6 +349,12 @@ class ProgramBuilder {
       case ArgDesc::Kind::kScalar:
         a.kind = LArg::Kind::kScalar;
         a.value = param_value(d.param);
+        a.ivalue = v;
+        break;
+      case ArgDesc::Kind::kScalarList:
+        // lowering/numbers.h: a runtime int list arrives as a list of 0-d values.
+        a.kind = LArg::Kind::kTensorList;
+        for (const ArgDesc& item : d.items) a.values.push_back(param_value(item.param));
         a.ivalue = v;
         break;
       case ArgDesc::Kind::kDefaultScalar: {

@@ -83,6 +83,7 @@ bool is_complex_arg(const GraphArg& a, const std::vector<GraphNode>& nodes,
       return false;
     case GraphArg::Kind::kConst:
       return a.constant.isComplexDouble();
+    case GraphArg::Kind::kScalarInput:
     case GraphArg::Kind::kNone:
       return false;
   }
@@ -234,6 +235,11 @@ std::shared_ptr<GraphExecutable::Entry> GraphExecutable::build(
             la.values.push_back(value_of(item));
           }
         }
+      } else if (a.kind == GraphArg::Kind::kScalarInput) {
+        la.kind = LArg::Kind::kScalar;
+        la.value = b.convert(read_input(a.index),
+                             scalar_element_type(a.constant.toScalar(), state.any_f64));
+        la.ivalue = a.constant;
       } else if (a.kind == GraphArg::Kind::kConst && a.constant.isScalar() &&
                  (is_scalar_type(type) || type->kind() == c10::TypeKind::TensorType ||
                   type->str() == "Tensor?")) {

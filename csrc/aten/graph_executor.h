@@ -19,12 +19,15 @@
 namespace torchtpu::aten {
 
 struct GraphArg {
-  enum class Kind { kInput, kNode, kList, kConst, kNone };
+  // kScalarInput: a Python number the compiled function takes as an argument (Dynamo made it a
+  // symbolic int): a graph input holding a 0-d CPU tensor, read by the node as a runtime
+  // Scalar, so a new value never recompiles; `constant` holds a sample of its Python type.
+  enum class Kind { kInput, kNode, kList, kConst, kScalarInput, kNone };
   Kind kind = Kind::kNone;
-  int index = 0;                // kInput: graph input; kNode: node
+  int index = 0;                // kInput, kScalarInput: graph input; kNode: node
   int output = 0;               // kNode: which of the node's outputs
   std::vector<GraphArg> items;  // kList
-  c10::IValue constant;         // kConst
+  c10::IValue constant;         // kConst; kScalarInput: a sample value
 };
 
 struct GraphNode {

@@ -14,7 +14,7 @@ const std::vector<Variable>& variables() {
   static const std::vector<Variable> vars = {
       {"TORCHTPU_PJRT_PLUGIN", "", "path of the PJRT plugin to load (wins over TORCHTPU_PLATFORM)"},
       {"TORCHTPU_PLATFORM", "", "pick the installed plugin for `tpu`, `cuda` or `cpu`"},
-      {"TORCHTPU_CPU_DEVICE_COUNT", "4", "devices the XLA CPU plugin exposes (1 to 4096)"},
+      {"TORCHTPU_CPU_DEVICE_COUNT", "1", "devices the XLA CPU plugin exposes (1 to 4096)"},
       {"TPU_LAUNCH_BLOCKING", "0", "1: every launch waits for its execution (debugging)"},
       {"TORCHTPU_CPU_FALLBACK", "1",
        "0: an op without a lowering raises instead of running on CPU"},
@@ -27,6 +27,8 @@ const std::vector<Variable>& variables() {
       {"TORCHTPU_CACHE_DIR", "~/.cache/torchtpu", "folder of the on-disk compilation cache"},
       {"TORCHTPU_CACHE_MAX_BYTES", "2G", "size bound of the on-disk cache (bytes, or K/M/G)"},
       {"TORCHTPU_ROUTE_INDUCTOR", "1", "0: torch.compile's Inductor handles tpu graphs itself"},
+      {"TORCHTPU_PATCH_SAFETENSORS", "1",
+       "0: safetensors' safe_open/load_file keep their own device check (no tpu)"},
       {"TORCHTPU_PATCH_ACCELERATE", "1",
        "0: Accelerate under torchrun is left as it is (no tpu DDP backend)"},
   };

@@ -1,6 +1,7 @@
 #include "distributed/staged_work.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/LegacyTypeDispatch.h>
 #include <c10/core/DeviceGuard.h>
 
 namespace torchtpu::distributed {
@@ -96,6 +97,11 @@ void CompletionQueue::run() {
     try {
       for (auto& w : p.host_work) w->wait();
       if (p.host_epilogue) p.host_epilogue();
+      // Like NCCL or gloo writing into the output's memory, the copy back is the collective's
+      // own write, not an autograd-visible mutation: it must leave the version counters alone.
+      // Selective activation checkpointing caches a collective's output (TorchTitan with tensor
+      // parallelism) and raises "has been mutated" when the version moved.
+      at::AutoDispatchBelowADInplaceOrView below_version_bump;
       for (size_t i = 0; i < p.device_outputs.size(); ++i) {
         p.device_outputs[i].copy_(p.host_outputs[i]);
       }

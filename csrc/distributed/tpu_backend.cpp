@@ -141,12 +141,46 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::launch(Staging& staging, c10d::OpType
   staging.pending.result = result;
   auto work = c10::make_intrusive<StagedWork>(getRank(), type, std::move(result));
   completions_.finish(std::move(staging.pending), work);
+  return track(work);
+}
+
+c10::intrusive_ptr<c10d::Work> TpuBackend::track(c10::intrusive_ptr<c10d::Work> work) {
+  if (coalescing_ && work) coalesced_.push_back(work);
+  return work;
+}
+
+void TpuBackend::startCoalescing() {
+  TORCH_CHECK(!coalescing_,
+              "tpu backend: startCoalescing called twice without endCoalescing in between");
+  coalescing_ = true;
+  coalesced_.clear();
+}
+
+c10::intrusive_ptr<c10d::Work> TpuBackend::endCoalescing() {
+  TORCH_CHECK(coalescing_, "tpu backend: endCoalescing called without startCoalescing");
+  coalescing_ = false;
+  // The completion queue runs in issue order, so when it reaches this entry every staged member
+  // has completed (waiting on it only collects its error); host-only members are waited for.
+  PendingCollective pending;
+  std::vector<at::Tensor> result;
+  for (auto& work : coalesced_) {
+    // The staged members hold their tensors; a host backend's send/recv Work has no result().
+    if (auto* staged = dynamic_cast<StagedWork*>(work.get())) {
+      for (auto& t : staged->result()) result.push_back(t);
+    }
+    pending.host_work.push_back(std::move(work));
+  }
+  coalesced_.clear();
+  pending.result = result;
+  auto work =
+      c10::make_intrusive<StagedWork>(getRank(), c10d::OpType::COALESCED, std::move(result));
+  completions_.finish(std::move(pending), work);
   return work;
 }
 
 c10::intrusive_ptr<c10d::Work> TpuBackend::broadcast(std::vector<at::Tensor>& tensors,
                                                      const c10d::BroadcastOptions& opts) {
-  if (on_host("broadcast", {&tensors})) return host_->broadcast(tensors, opts);
+  if (on_host("broadcast", {&tensors})) return track(host_->broadcast(tensors, opts));
   Staging s(host_pool_);
   // The root only sends: nothing to copy back; the others only receive.
   auto host = opts.rootRank == getRank() ? s.inputs(tensors) : s.outputs(tensors);
@@ -156,7 +190,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::broadcast(std::vector<at::Tensor>& te
 
 c10::intrusive_ptr<c10d::Work> TpuBackend::allreduce(std::vector<at::Tensor>& tensors,
                                                      const c10d::AllreduceOptions& opts) {
-  if (on_host("allreduce", {&tensors})) return host_->allreduce(tensors, opts);
+  if (on_host("allreduce", {&tensors})) return track(host_->allreduce(tensors, opts));
   Staging s(host_pool_);
   auto host = s.inouts(tensors);
   c10d::AllreduceOptions host_opts = opts;
@@ -168,7 +202,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::allreduce(std::vector<at::Tensor>& te
 c10::intrusive_ptr<c10d::Work> TpuBackend::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
   if (on_host("allreduce_coalesced", {&tensors})) {
-    return host_->allreduce_coalesced(tensors, opts);
+    return track(host_->allreduce_coalesced(tensors, opts));
   }
   Staging s(host_pool_);
   auto host = s.inouts(tensors);
@@ -180,7 +214,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::allreduce_coalesced(
 
 c10::intrusive_ptr<c10d::Work> TpuBackend::reduce(std::vector<at::Tensor>& tensors,
                                                   const c10d::ReduceOptions& opts) {
-  if (on_host("reduce", {&tensors})) return host_->reduce(tensors, opts);
+  if (on_host("reduce", {&tensors})) return track(host_->reduce(tensors, opts));
   Staging s(host_pool_);
   // Only the root's tensor receives the result; the others' stay as they were.
   bool root = opts.rootRank == getRank();
@@ -195,7 +229,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::reduce(std::vector<at::Tensor>& tenso
 c10::intrusive_ptr<c10d::Work> TpuBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs,
                                                      std::vector<at::Tensor>& inputs,
                                                      const c10d::AllgatherOptions& opts) {
-  if (on_host("allgather", inputs, outputs)) return host_->allgather(outputs, inputs, opts);
+  if (on_host("allgather", inputs, outputs)) return track(host_->allgather(outputs, inputs, opts));
   Staging s(host_pool_);
   auto host_in = s.inputs(inputs);
   std::vector<std::vector<at::Tensor>> host_out;
@@ -210,7 +244,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::_allgather_base(at::Tensor& output, a
                                                            const c10d::AllgatherOptions& opts) {
   std::vector<at::Tensor> in{input}, out{output};
   if (on_host("all_gather_into_tensor", {&in, &out})) {
-    return host_->_allgather_base(output, input, opts);
+    return track(host_->_allgather_base(output, input, opts));
   }
   TORCH_CHECK(output.numel() == input.numel() * getSize(),
               "all_gather_into_tensor on the tpu backend: the output has ", output.numel(),
@@ -227,7 +261,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::allgather_coalesced(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
   if (on_host("allgather_coalesced", inputs, outputs)) {
-    return host_->allgather_coalesced(outputs, inputs, opts);
+    return track(host_->allgather_coalesced(outputs, inputs, opts));
   }
   Staging s(host_pool_);
   auto host_in = s.inputs(inputs);
@@ -243,7 +277,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::allgather_into_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
   if (on_host("allgather_into_tensor_coalesced", {&inputs, &outputs})) {
-    return host_->allgather_into_tensor_coalesced(outputs, inputs, opts);
+    return track(host_->allgather_into_tensor_coalesced(outputs, inputs, opts));
   }
   Staging s(host_pool_);
   auto host_in = s.inputs(inputs);
@@ -255,7 +289,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::allgather_into_tensor_coalesced(
 c10::intrusive_ptr<c10d::Work> TpuBackend::gather(std::vector<std::vector<at::Tensor>>& outputs,
                                                   std::vector<at::Tensor>& inputs,
                                                   const c10d::GatherOptions& opts) {
-  if (on_host("gather", inputs, outputs)) return host_->gather(outputs, inputs, opts);
+  if (on_host("gather", inputs, outputs)) return track(host_->gather(outputs, inputs, opts));
   Staging s(host_pool_);
   auto host_in = s.inputs(inputs);
   std::vector<std::vector<at::Tensor>> host_out;
@@ -269,7 +303,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::gather(std::vector<std::vector<at::Te
 c10::intrusive_ptr<c10d::Work> TpuBackend::scatter(std::vector<at::Tensor>& outputs,
                                                    std::vector<std::vector<at::Tensor>>& inputs,
                                                    const c10d::ScatterOptions& opts) {
-  if (on_host("scatter", outputs, inputs)) return host_->scatter(outputs, inputs, opts);
+  if (on_host("scatter", outputs, inputs)) return track(host_->scatter(outputs, inputs, opts));
   Staging s(host_pool_);
   auto host_out = s.outputs(outputs);
   std::vector<std::vector<at::Tensor>> host_in;
@@ -282,7 +316,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::reduce_scatter(
     std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
     const c10d::ReduceScatterOptions& opts) {
   if (on_host("reduce_scatter", outputs, inputs)) {
-    return host_->reduce_scatter(outputs, inputs, opts);
+    return track(host_->reduce_scatter(outputs, inputs, opts));
   }
   Staging s(host_pool_);
   auto host_out = s.outputs(outputs);
@@ -302,7 +336,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
   std::vector<at::Tensor> in{input}, out{output};
   if (on_host("reduce_scatter_tensor", {&in, &out})) {
-    return host_->_reduce_scatter_base(output, input, opts);
+    return track(host_->_reduce_scatter_base(output, input, opts));
   }
   TORCH_CHECK(input.numel() == output.numel() * getSize(),
               "reduce_scatter_tensor on the tpu backend: the input has ", input.numel(),
@@ -321,7 +355,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::reduce_scatter_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::ReduceScatterOptions& opts) {
   if (on_host("reduce_scatter_tensor_coalesced", {&inputs, &outputs})) {
-    return host_->reduce_scatter_tensor_coalesced(outputs, inputs, opts);
+    return track(host_->reduce_scatter_tensor_coalesced(outputs, inputs, opts));
   }
   Staging s(host_pool_);
   auto host_in = s.inputs(inputs);
@@ -339,7 +373,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::alltoall_base(at::Tensor& output, at:
                                                          const c10d::AllToAllOptions& opts) {
   std::vector<at::Tensor> in{input}, out{output};
   if (on_host("all_to_all_single", {&in, &out})) {
-    return host_->alltoall_base(output, input, output_split_sizes, input_split_sizes, opts);
+    return track(host_->alltoall_base(output, input, output_split_sizes, input_split_sizes, opts));
   }
   Staging s(host_pool_);
   at::Tensor host_in = s.input(input);
@@ -352,7 +386,8 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::alltoall_base(at::Tensor& output, at:
 c10::intrusive_ptr<c10d::Work> TpuBackend::alltoall(std::vector<at::Tensor>& outputs,
                                                     std::vector<at::Tensor>& inputs,
                                                     const c10d::AllToAllOptions& opts) {
-  if (on_host("all_to_all", {&inputs, &outputs})) return host_->alltoall(outputs, inputs, opts);
+  if (on_host("all_to_all", {&inputs, &outputs}))
+    return track(host_->alltoall(outputs, inputs, opts));
   Staging s(host_pool_);
   auto host_in = s.inputs(inputs);
   auto host_out = s.outputs(outputs);
@@ -362,7 +397,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::alltoall(std::vector<at::Tensor>& out
 
 c10::intrusive_ptr<c10d::Work> TpuBackend::send(std::vector<at::Tensor>& tensors, int dst_rank,
                                                 int tag) {
-  if (on_host("send", {&tensors})) return host_->send(tensors, dst_rank, tag);
+  if (on_host("send", {&tensors})) return track(host_->send(tensors, dst_rank, tag));
   Staging s(host_pool_);
   auto host = s.inputs(tensors);
   s.pending.host_work.push_back(host_->send(host, dst_rank, tag));
@@ -371,7 +406,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::send(std::vector<at::Tensor>& tensors
 
 c10::intrusive_ptr<c10d::Work> TpuBackend::recv(std::vector<at::Tensor>& tensors, int src_rank,
                                                 int tag) {
-  if (on_host("recv", {&tensors})) return host_->recv(tensors, src_rank, tag);
+  if (on_host("recv", {&tensors})) return track(host_->recv(tensors, src_rank, tag));
   Staging s(host_pool_);
   auto host = s.outputs(tensors);
   s.pending.host_work.push_back(host_->recv(host, src_rank, tag));
@@ -384,7 +419,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::barrier(const c10d::BarrierOptions& o
   // of earlier collectives.
   aten::synchronize(-1);
   completions_.drain();
-  return host_->barrier(opts);
+  return track(host_->barrier(opts));
 }
 
 }  // namespace torchtpu::distributed

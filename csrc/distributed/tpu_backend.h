@@ -73,6 +73,14 @@ class TpuBackend final : public c10d::Backend {
                                       int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
 
+  // Coalescing (batch_isend_irecv, _coalescing_manager(device=...)): the collectives between
+  // start and end run as they are called (the host transport is asynchronous, so a batch of
+  // sends and receives cannot deadlock); endCoalescing returns one Work that completes after
+  // all of them, and fails if any of them failed.
+  bool supportsCoalescing() const override { return true; }
+  void startCoalescing() override;
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+
   void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override {
     host_->monitoredBarrier(opts, wait_all_ranks);
   }
@@ -87,8 +95,13 @@ class TpuBackend final : public c10d::Backend {
   class Staging;
   c10::intrusive_ptr<c10d::Work> launch(Staging& staging, c10d::OpType type,
                                         std::vector<at::Tensor> result);
+  // Returns `work`, and keeps it for endCoalescing while coalescing.
+  c10::intrusive_ptr<c10d::Work> track(c10::intrusive_ptr<c10d::Work> work);
 
   c10::intrusive_ptr<c10d::Backend> host_;
+  // Collectives are issued from one thread per group (as for NCCL), so no lock.
+  bool coalescing_ = false;
+  std::vector<c10::intrusive_ptr<c10d::Work>> coalesced_;
   // Staging memory, reused across collectives (1 GiB of free buffers at most).
   HostBufferPool host_pool_{int64_t{1} << 30};
   // Declared last: destroyed first, so its thread finishes before the pool goes.

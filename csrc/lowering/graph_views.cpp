@@ -1,7 +1,12 @@
 // View and copy ops as they appear inside compiled graphs. In eager mode views are metadata
 // over shared storage and never reach a lowering; in a functional FX graph they are values,
 // so they lower to reshape/transpose/broadcast/slice. Registered as graph-only entries.
+#include <sstream>
+#include <string>
+
+#include "lowering/checks.h"
 #include "lowering/lowering.h"
+#include "lowering/numbers.h"
 #include "lowering/scalar_fits.h"
 #include "lowering/strided.h"
 
@@ -67,9 +72,42 @@ std::vector<Value> slice(LoweringContext& ctx) {
   return {ctx.b.slice(x, lo, hi, st)};
 }
 
+// select with a runtime index (a compiled function's int argument, kept out of the program's
+// signature): wrapped like a Python index, checked on the device as the CPU checks it, then a
+// dynamic slice, which the check keeps from ever being clamped silently.
+Value select_runtime(LoweringContext& ctx, Value x, int64_t dim) {
+  FunctionBuilder& b = ctx.b;
+  int64_t n = x.shape()[static_cast<size_t>(dim)];
+  TensorType s64(ElementType::kS64, {});
+  Value index = number(ctx, 2, ElementType::kS64);
+  Value size = b.constant_int(n, s64);
+  Value zero = b.constant_int(0, s64);
+  Value wrapped =
+      b.select(b.compare(index, zero, shlo::CompareDirection::kLT), b.add(index, size), index);
+  Value ok = b.binary("stablehlo.and", b.compare(wrapped, zero, shlo::CompareDirection::kGE),
+                      b.compare(wrapped, size, shlo::CompareDirection::kLT));
+  std::ostringstream shape;
+  shape << c10::IntArrayRef(x.shape());
+  check(ctx, ok,
+        "select(): index {} out of range for tensor of size " + shape.str() + " at dimension " +
+            std::to_string(dim),
+        /*index_error=*/true, index);
+  std::vector<Value> starts;
+  std::vector<int64_t> sizes = x.shape();
+  sizes[static_cast<size_t>(dim)] = 1;
+  for (int64_t d = 0; d < x.rank(); ++d) starts.push_back(d == dim ? wrapped : zero);
+  std::vector<Value> operands = {x};
+  operands.insert(operands.end(), starts.begin(), starts.end());
+  return b.op("stablehlo.dynamic_slice", operands, x.type.with_shape(sizes),
+              "slice_sizes = " + shlo::i64_array(sizes));
+}
+
 std::vector<Value> select(LoweringContext& ctx) {
   Value x = ctx.tensor(0);
   int64_t dim = wrap_dim(ctx.int_arg(1), x.rank());
+  if (ctx.arg(2).kind == LArg::Kind::kScalar) {
+    return {ctx.b.reshape(select_runtime(ctx, x, dim), ctx.out_type().shape)};
+  }
   int64_t index = ctx.int_arg(2);
   if (index < 0) index += x.shape()[static_cast<size_t>(dim)];
   std::vector<int64_t> lo(static_cast<size_t>(x.rank()), 0), hi = x.shape(),

@@ -11,6 +11,7 @@
 
 #include "lowering/checks.h"
 #include "lowering/lowering.h"
+#include "lowering/numbers.h"
 #include "lowering/random_bits.h"
 #include "lowering/sorting.h"
 
@@ -72,18 +73,27 @@ bool empty_result(LoweringContext& ctx, std::vector<Value>& result) {
   return true;
 }
 
+// A compiled graph's literal (kConst): checked here, once per program. Eager calls pass these
+// numbers at run time and aten/argument_checks.cpp checks them on every call.
+bool is_literal(const LoweringContext& ctx, size_t i) {
+  return ctx.arg(i).kind == LArg::Kind::kConst;
+}
+
 std::vector<Value> lower_uniform(LoweringContext& ctx) {
-  // from/to are structural floats: checked on the host, as the CPU does.
-  TORCH_CHECK(ctx.double_arg(1) <= ctx.double_arg(2),
-              "uniform_ expects to return a [from, to) range, but found from=", ctx.double_arg(1),
-              " > to=", ctx.double_arg(2));
+  if (is_literal(ctx, 1) && is_literal(ctx, 2)) {
+    TORCH_CHECK(ctx.double_arg(1) <= ctx.double_arg(2),
+                "uniform_ expects to return a [from, to) range, but found from=", ctx.double_arg(1),
+                " > to=", ctx.double_arg(2));
+  }
   std::vector<Value> r;
   if (empty_result(ctx, r)) return r;
   FunctionBuilder& b = ctx.b;
   const TensorType& out = ctx.out_type();
-  double from = ctx.double_arg(1), to = ctx.double_arg(2);
   Value u = uniform01_for(ctx, out);
-  Value v = b.add(b.mul(u, b.constant(to - from, u.type)), b.constant(from, u.type));
+  // from/to are runtime values in eager mode: new bounds never recompile.
+  Value from = b.broadcast_to(number(ctx, 1, u.dtype()), u.shape());
+  Value to = b.broadcast_to(number(ctx, 2, u.dtype()), u.shape());
+  Value v = b.add(b.mul(u, b.sub(to, from)), from);
   return {b.convert(v, out.dtype)};
 }
 
@@ -104,11 +114,11 @@ Value standard_normal(LoweringContext& ctx, const TensorType& out) {
   return b.reshape(z, out.shape);
 }
 
-// mean/std as either structural floats or tensors, by argument name.
+// mean/std/p/...: a tensor, a runtime number (eager) or a graph literal, by argument name.
 Value param(LoweringContext& ctx, const char* name, const TensorType& t) {
   size_t i = ctx.index_of(name);
   if (ctx.arg(i).kind == LArg::Kind::kTensor) return coerce(ctx.b, ctx.tensor(i), t);
-  return ctx.b.constant(ctx.double_arg(i), t);
+  return ctx.b.broadcast_to(number(ctx, i, t.dtype), t.shape);
 }
 
 std::vector<Value> lower_normal(LoweringContext& ctx) {
@@ -123,7 +133,7 @@ std::vector<Value> lower_normal(LoweringContext& ctx) {
                                       "stablehlo.and");
       check(ctx, all, "normal expects all elements of std >= 0.0", /*index_error=*/false);
     }
-  } else {
+  } else if (is_literal(ctx, si)) {
     TORCH_CHECK(ctx.double_arg(si) >= 0.0, "normal expects std >= 0.0, but found std ",
                 ctx.double_arg(si));
   }
@@ -156,7 +166,7 @@ LoweringFn bernoulli(const char* p_name) {
               "probability must be in [0, 1])",
               /*index_error=*/false);
       }
-    } else {
+    } else if (is_literal(ctx, pi)) {
       double p = ctx.double_arg(pi);
       TORCH_CHECK(p >= 0 && p <= 1, "bernoulli_ expects p to be in [0, 1], but got p=", p);
     }
@@ -179,7 +189,7 @@ std::vector<Value> lower_exponential(LoweringContext& ctx) {
   Value u = uniform01_for(ctx, out);
   // -log(1 - u) / lambda: u < 1, so the sample is finite.
   Value e = b.neg(b.unary("stablehlo.log_plus_one", b.neg(u)));
-  Value v = b.div(e, b.constant(ctx.double_arg(1), u.type));
+  Value v = b.div(e, param(ctx, "lambd", u.type));
   return {b.convert(v, out.dtype)};
 }
 
@@ -285,11 +295,52 @@ std::vector<Value> random_from_to(LoweringContext& ctx, int64_t from, std::optio
   return {random_ints(ctx, from, range)};
 }
 
+// random_(from, to) with runtime bounds (eager mode; aten/argument_checks.cpp checks
+// from < to on the host): from + (64 random bits mod (to - from)), the range computed in u64
+// on the device, where 0 means all 2^64 values. `to` absent: up to the dtype's largest value.
+std::vector<Value> random_runtime_bounds(LoweringContext& ctx, size_t from_i,
+                                         std::optional<size_t> to_i) {
+  std::vector<Value> r;
+  if (empty_result(ctx, r)) return r;
+  FunctionBuilder& b = ctx.b;
+  const TensorType& out = ctx.out_type();
+  TensorType u64_0(ElementType::kU64, {});
+  Value from = number(ctx, from_i, ElementType::kS64);
+  Value hi = to_i
+                 ? b.bitcast_convert(number(ctx, *to_i, ElementType::kS64), ElementType::kU64)
+                 : b.add(b.constant_int(max_inclusive(out.dtype), u64_0), b.constant_int(1, u64_0));
+  Value range = b.sub(hi, b.bitcast_convert(from, ElementType::kU64));
+  Value bits = random_bits(ctx, out.shape, ElementType::kU64);
+  Value ranges = b.broadcast_to(range, out.shape);
+  Value zero = b.constant_int(0, TensorType(ElementType::kU64, out.shape));
+  Value is_full = b.compare(ranges, zero, CompareDirection::kEQ);
+  // Never divide by 0: the full range takes the bits as they are.
+  Value safe = b.select(is_full, b.constant_int(1, ranges.type), ranges);
+  Value offset = b.select(is_full, bits, b.binary("stablehlo.remainder", bits, safe));
+  Value v = b.add(b.bitcast_convert(offset, ElementType::kS64), b.broadcast_to(from, out.shape));
+  return {b.convert(v, out.dtype)};
+}
+
 std::vector<Value> lower_random_from(LoweringContext& ctx) {
+  if (ctx.arg(1).kind == LArg::Kind::kScalar) {
+    return random_runtime_bounds(ctx, 1, ctx.is_none(2) ? std::nullopt : std::optional<size_t>(2));
+  }
   return random_from_to(ctx, ctx.int_arg(1), ctx.optional_int(2));
 }
 
 std::vector<Value> lower_random_to(LoweringContext& ctx) {
+  if (ctx.arg(1).kind == LArg::Kind::kScalar) {
+    // from = 0: a literal zero in the `from` position of the runtime form.
+    FunctionBuilder& b = ctx.b;
+    std::vector<Value> r;
+    if (empty_result(ctx, r)) return r;
+    const TensorType& out = ctx.out_type();
+    Value range = b.bitcast_convert(number(ctx, 1, ElementType::kS64), ElementType::kU64);
+    Value bits = random_bits(ctx, out.shape, ElementType::kU64);
+    Value ranges = b.broadcast_to(range, out.shape);
+    Value v = b.binary("stablehlo.remainder", bits, ranges);
+    return {b.convert(b.bitcast_convert(v, ElementType::kS64), out.dtype)};
+  }
   return random_from_to(ctx, 0, ctx.int_arg(1));
 }
 

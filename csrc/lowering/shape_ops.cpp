@@ -8,6 +8,7 @@
 #include "lowering/checks.h"
 #include "lowering/common.h"
 #include "lowering/lowering.h"
+#include "lowering/numbers.h"
 #include "lowering/scalar_fits.h"
 
 namespace torchtpu::lowering {
@@ -88,22 +89,44 @@ Value roll_dim(FunctionBuilder& b, Value x, int64_t shift, int64_t dim) {
   return b.concatenate({tail, head}, dim);
 }
 
+// Rotates `x` by a runtime `shift` (0-d s64) along `dim`: a window of n elements of x ++ x
+// starting at n - (shift mod n), which lies in [1, n], so the dynamic slice is never clamped.
+Value roll_dim_runtime(FunctionBuilder& b, Value x, Value shift, int64_t dim) {
+  int64_t n = x.shape()[static_cast<size_t>(dim)];
+  if (n == 0) return x;
+  TensorType s64(ElementType::kS64, {});
+  Value size = b.constant_int(n, s64);
+  Value rem = b.binary("stablehlo.remainder", shift, size);  // sign of the shift
+  Value s = b.binary("stablehlo.remainder", b.add(rem, size), size);
+  Value start = b.sub(size, s);
+  Value doubled = b.concatenate({x, x}, dim);
+  std::vector<Value> operands = {doubled};
+  for (int64_t d = 0; d < x.rank(); ++d) {
+    operands.push_back(d == dim ? start : b.constant_int(0, s64));
+  }
+  return b.op("stablehlo.dynamic_slice", operands, x.type,
+              "slice_sizes = " + shlo::i64_array(x.shape()));
+}
+
 std::vector<Value> lower_roll(LoweringContext& ctx) {
   FunctionBuilder& b = ctx.b;
   Value x = ctx.tensor(0);
-  std::vector<int64_t> shifts = ctx.int_list(1);
   std::vector<int64_t> dims = ctx.int_list(2);
+  // Eager shifts are runtime values (a new shift never recompiles); a graph's are literals.
+  bool runtime = is_runtime_list(ctx, 1);
+  size_t count = list_size(ctx, 1);
+  auto roll = [&](Value v, size_t i, int64_t dim) {
+    if (runtime) return roll_dim_runtime(b, v, list_element(ctx, 1, i), dim);
+    return roll_dim(b, v, ctx.int_list(1)[i], dim);
+  };
   if (dims.empty()) {
     // No dims: roll the flattened tensor, then restore the shape.
-    TORCH_CHECK(shifts.size() == 1, "torchtpu lowering: aten::roll without dims takes one shift");
+    TORCH_CHECK(count == 1, "torchtpu lowering: aten::roll without dims takes one shift");
     Value flat = b.reshape(x, {x.type.numel()});
-    return {b.reshape(roll_dim(b, flat, shifts[0], 0), x.shape())};
+    return {b.reshape(roll(flat, 0, 0), x.shape())};
   }
-  TORCH_CHECK(shifts.size() == dims.size(),
-              "torchtpu lowering: aten::roll needs one shift per dim");
-  for (size_t i = 0; i < dims.size(); ++i) {
-    x = roll_dim(b, x, shifts[i], wrap_dim(dims[i], x.rank()));
-  }
+  TORCH_CHECK(count == dims.size(), "torchtpu lowering: aten::roll needs one shift per dim");
+  for (size_t i = 0; i < dims.size(); ++i) x = roll(x, i, wrap_dim(dims[i], x.rank()));
   return {x};
 }
 

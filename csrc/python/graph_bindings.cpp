@@ -20,7 +20,8 @@ c10::TypePtr element_type_of(const c10::TypePtr& type) {
   return t;
 }
 
-// ("in", i) | ("node", n, k) | ("list", [..]) | ("const", value) | ("none",)
+// ("in", i) | ("scalar_in", i, sample) | ("node", n, k) | ("list", [..]) | ("const", value) |
+// ("none",)
 GraphArg to_graph_arg(py::handle obj, const c10::TypePtr& type) {
   py::tuple t = py::reinterpret_borrow<py::tuple>(obj);
   std::string tag = py::cast<std::string>(t[0]);
@@ -28,6 +29,13 @@ GraphArg to_graph_arg(py::handle obj, const c10::TypePtr& type) {
   if (tag == "in") {
     a.kind = GraphArg::Kind::kInput;
     a.index = py::cast<int>(t[1]);
+  } else if (tag == "scalar_in") {
+    a.kind = GraphArg::Kind::kScalarInput;
+    a.index = py::cast<int>(t[1]);
+    py::handle v = t[2];
+    a.constant = py::isinstance<py::bool_>(v)  ? c10::IValue(py::cast<bool>(v))
+                 : py::isinstance<py::int_>(v) ? c10::IValue(py::cast<int64_t>(v))
+                                               : c10::IValue(py::cast<double>(v));
   } else if (tag == "node") {
     a.kind = GraphArg::Kind::kNode;
     a.index = py::cast<int>(t[1]);

@@ -44,11 +44,13 @@ const bool atfork_registered = [] {
 
 std::map<std::string, pjrt::Attribute> client_options(const std::string& path) {
   std::map<std::string, pjrt::Attribute> options;
-  // The XLA CPU plugin exposes one device unless asked for more; several devices let
-  // multi-device code be tested on any machine.
+  // The XLA CPU plugin exposes one device unless asked for more. One is the default: each
+  // extra device keeps its own busy threads, which made single-device work 1.2-1.4x slower with
+  // 4 (benchmarks/cpu_device_count.py); multi-device code and tests ask for more with
+  // TORCHTPU_CPU_DEVICE_COUNT (the Python tests' conftest asks for 4).
   if (path.find("cpu") != std::string::npos) {
     // Throws std::invalid_argument naming the variable for a bad count ("abc", "-1").
-    options["cpu_device_count"] = config::positive_int("TORCHTPU_CPU_DEVICE_COUNT", 4, 4096);
+    options["cpu_device_count"] = config::positive_int("TORCHTPU_CPU_DEVICE_COUNT", 1, 4096);
   }
   return options;
 }

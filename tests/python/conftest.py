@@ -15,6 +15,11 @@ import textwrap
 import pytest
 import torch
 
+# The tests exercise multi-device code (tpu:1, cross-device copies, device maps), so they ask the
+# XLA CPU plugin for 4 devices; torchtpu's default is 1. Set before the runtime starts (it reads
+# the variable once), and inherited by the tests' subprocesses unless they set their own.
+os.environ.setdefault("TORCHTPU_CPU_DEVICE_COUNT", "4")
+
 
 @pytest.fixture(scope="session", autouse=True)
 def torchtpu_module():

@@ -177,7 +177,7 @@ def test_buffers_and_eval_mode():
 
 def test_bad_input_raises_clear_errors():
     m = _model("tpu")
-    with pytest.raises(TypeError, match="nn.Module or torch.optim.Optimizer"):
+    with pytest.raises(TypeError, match="Optimizer or torch.amp.GradScaler objects"):
         torchtpu.compile_step(lambda: None, "not a module")
 
     def reads_host(x):
@@ -193,3 +193,135 @@ def test_bad_input_raises_clear_errors():
     # The process and the model stay usable.
     out = torchtpu.compile_step(lambda x: m(x), m)(torch.randn(2, 8, device="tpu"))
     assert out.shape == (2, 4)
+
+
+@pytest.mark.parametrize("unscale_and_clip,autocast", [(False, False), (True, False), (True, True)],
+                         ids=["step", "unscale-clip-step", "float16-autocast"])
+def test_grad_scaler_skips_non_finite_steps_like_cpu(unscale_and_clip, autocast):
+    """GradScaler inside the one program: scale, backward, (unscale_ + clipping), step, update,
+    optionally under float16 autocast. Step 3 gets an inf input, so its gradients are not finite:
+    CPU skips optimizer.step() and backs the scale off; the program must leave parameters and
+    state alone the same way."""
+    tol = {"rtol": 2e-3, "atol": 2e-3} if autocast else {"rtol": 1e-4, "atol": 1e-5}
+    m_cpu, m_tpu = _model("cpu"), _model("tpu")
+    o_cpu = torch.optim.AdamW(m_cpu.parameters(), lr=0.01)
+    o_tpu = torch.optim.AdamW(m_tpu.parameters(), lr=torch.tensor(0.01, device="tpu"))
+    s_cpu = torch.amp.GradScaler("cpu", init_scale=2.0**8, growth_interval=2)
+    s_tpu = torch.amp.GradScaler("tpu", init_scale=2.0**8, growth_interval=2)
+
+    def fn(model, opt, scaler):
+        dev = "tpu" if scaler is s_tpu else "cpu"
+
+        def step(x, y):
+            opt.zero_grad(set_to_none=False)
+            with torch.autocast(dev, dtype=torch.float16, enabled=autocast):
+                out = model(x)
+                assert out.dtype == (torch.float16 if autocast else torch.float32)
+                loss = nn.functional.mse_loss(out.float(), y)
+            scaler.scale(loss).backward()
+            if unscale_and_clip:
+                scaler.unscale_(opt)
+                nn.utils.clip_grad_norm_(model.parameters(), 0.5)
+            scaler.step(opt)
+            scaler.update()
+            return loss
+        return step
+
+    step_cpu = fn(m_cpu, o_cpu, s_cpu)
+    step_tpu = torchtpu.compile_step(fn(m_tpu, o_tpu, s_tpu), m_tpu, o_tpu, s_tpu)
+    for i, (x, y) in enumerate(_batches(6)):
+        if i == 3:
+            x[0, 0] = float("inf")
+        loss_cpu = step_cpu(x, y)
+        before = _executions()
+        loss_tpu = step_tpu(x.to("tpu"), y.to("tpu"))
+        assert _executions() - before == 1, f"step {i} ran {_executions() - before} programs"
+        torch.testing.assert_close(loss_tpu.cpu(), loss_cpu, **tol)
+        assert s_tpu.get_scale() == s_cpu.get_scale(), f"scale after step {i}"
+        assert s_tpu._growth_tracker.item() == s_cpu._growth_tracker.item(), f"tracker, step {i}"
+        for (name, p_cpu), p_tpu in zip(m_cpu.named_parameters(), m_tpu.parameters()):
+            torch.testing.assert_close(p_tpu.cpu(), p_cpu, **tol, msg=f"{name} after step {i}")
+            torch.testing.assert_close(p_tpu.grad.cpu(), p_cpu.grad, **tol, equal_nan=True,
+                                       msg=f".grad of {name}, step {i}")
+            for k, v in o_cpu.state[p_cpu].items():
+                torch.testing.assert_close(o_tpu.state[p_tpu][k].cpu(), torch.as_tensor(v), **tol,
+                                           msg=f"state {k} of {name}, step {i}")
+    # Grew at step 1 (two finite steps), backed off at step 3, grew again at step 5.
+    assert s_cpu.get_scale() == 2.0**9
+    assert step_tpu.num_signatures == 2
+
+
+def test_grad_scaler_misuse_raises_clear_errors():
+    m = _model("tpu")
+    opt = torch.optim.SGD(m.parameters(), lr=torch.tensor(0.1, device="tpu"))
+    scaler = torch.amp.GradScaler("tpu")
+
+    def no_update(x):
+        scaler.scale(m(x).sum()).backward()
+        scaler.step(opt)
+
+    with pytest.raises(RuntimeError, match=r"without calling scaler.update\(\)"):
+        torchtpu.compile_step(no_update, m, opt, scaler)(torch.randn(2, 8, device="tpu"))
+    with pytest.raises(ValueError, match="GradScaler is for device 'cpu'"):
+        torchtpu.compile_step(no_update, m, opt, torch.amp.GradScaler("cpu"))
+
+
+def test_captured_tensor_is_refused_with_a_clear_error():
+    m = _model("tpu")
+    captured = torch.randn(2, 8, device="tpu")
+    with pytest.raises(ValueError, match="neither an argument of the step nor a parameter"):
+        torchtpu.compile_step(lambda: m(captured), m)()
+    assert torchtpu.compile_step(lambda x: m(x), m)(captured).shape == (2, 4)
+
+
+def test_changes_between_calls_are_seen():
+    """A call reuses the previous call's input list only while nothing it came from changed:
+    frozen parameters, .grad dropped outside the step, a new plain hyperparameter, a parameter
+    replaced by another tensor and new optimizer state from load_state_dict all take effect."""
+    m_cpu, m_tpu = _model("cpu"), _model("tpu")
+    o_cpu = torch.optim.AdamW(m_cpu.parameters(), lr=0.01)
+    o_tpu = torch.optim.AdamW(m_tpu.parameters(), lr=torch.tensor(0.01, device="tpu"))
+
+    def fn(model, opt):
+        def step(x, y):
+            loss = nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+        return step
+
+    step_cpu, step_tpu = fn(m_cpu, o_cpu), torchtpu.compile_step(fn(m_tpu, o_tpu), m_tpu, o_tpu)
+
+    def both(change):
+        change(m_cpu, o_cpu, "cpu")
+        change(m_tpu, o_tpu, "tpu")
+
+    def freeze(m, o, dev):
+        m[0].weight.requires_grad_(False)
+        m[0].weight.grad = None
+
+    def drop_grads(m, o, dev):
+        o.zero_grad(set_to_none=True)
+
+    def weight_decay(m, o, dev):
+        o.param_groups[0]["weight_decay"] = 0.3
+
+    def replace_param(m, o, dev):
+        new = nn.Parameter(torch.full((4,), 0.25, device=dev))
+        m[4].bias = new
+        o.param_groups[0]["params"][-1] = new
+        o.state.pop(next(p for p in o.state if p.shape == (4,) and p is not new), None)
+
+    def reload(m, o, dev):
+        sd = o.state_dict()
+        o.load_state_dict(sd)
+
+    changes = [None, None, None, freeze, None, drop_grads, None, weight_decay, None,
+               replace_param, None, reload, None]
+    gen = torch.Generator().manual_seed(3)
+    for i, change in enumerate(changes):
+        if change is not None:
+            both(change)
+        x, y = torch.randn(6, 8, generator=gen), torch.randn(6, 4, generator=gen)
+        _close(step_cpu(x, y), step_tpu(x.to("tpu"), y.to("tpu")), f"loss of step {i}")
+        _check_state(m_cpu, o_cpu, m_tpu, o_tpu)

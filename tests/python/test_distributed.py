@@ -237,17 +237,41 @@ def _rank_collectives():
         dist.recv(got, src=0)
         dist.send(x.to(dev), dst=0)
     _close(got, torch.arange(6, dtype=torch.float32).reshape(2, 3) + 10 * peer, "send/recv")
+    # A collective's write into its output is not an autograd mutation (gloo and NCCL leave the
+    # version counter alone; selective activation checkpointing checks it on cached outputs).
+    import torch.distributed._functional_collectives as funcol
+
+    t, c = torch.ones(4, device=dev), torch.ones(4)
+    dist.all_reduce(t)
+    dist.all_reduce(c, group=gloo)
+    out = funcol.wait_tensor(funcol.reduce_scatter_tensor(torch.ones(4, device=dev), "sum", 0,
+                                                          dist.group.WORLD))
+    assert (t._version, out._version) == (c._version, 0) == (0, 0), (t._version, out._version)
     got = torch.empty(2, 3, device=dev)
     reqs = dist.batch_isend_irecv([dist.P2POp(dist.isend, x.to(dev), peer),
                                    dist.P2POp(dist.irecv, got, peer)])
+    # The backend coalesces, so the batch comes back as one Work that completes after all of it.
+    assert dist.group.WORLD._get_backend(dev).supports_coalescing
+    assert len(reqs) == 1, reqs
     for req in reqs:
         req.wait()
     _close(got, torch.arange(6, dtype=torch.float32).reshape(2, 3) + 10 * peer,
            "batch_isend_irecv")
+    # _coalescing_manager(device=tpu) around different collectives, not waited one by one.
+    xa, xb = data(4), data(2, 3)
+    refs = [xa.clone(), xb.clone()]
+    dist.broadcast(refs[0], src=0, group=gloo)
+    dist.broadcast(refs[1], src=1, group=gloo)
+    ta, tb = xa.to(dev), xb.to(dev)
+    with dist._coalescing_manager(device=dev, async_ops=True) as cm:
+        dist.broadcast(ta, src=0, async_op=True)
+        dist.broadcast(tb, src=1, async_op=True)
+    assert len(cm.works) == 1, cm.works
+    cm.wait()
+    _close(ta, refs[0], "coalesced broadcast from rank 0")
+    _close(tb, refs[1], "coalesced broadcast from rank 1")
 
     # coalesced forms the frameworks call, through the functional collectives
-    import torch.distributed._functional_collectives as funcol
-
     xs = [data(4), data(2, 3)]
     refs = [x.clone() for x in xs]
     for r in refs:
