@@ -317,6 +317,25 @@ def _rank_errors():
     t = torch.ones(2, device=dev)
     dist.all_reduce(t)
     _close(t, torch.full((2,), float(world)), "all_reduce after an error")
+    # Coalescing calls out of order name the problem; an empty batch completes.
+    pg = dist.group.WORLD
+    pg._start_coalescing(dev)
+    try:
+        pg._start_coalescing(dev)
+    except RuntimeError as e:
+        assert "startCoalescing called twice" in str(e), e
+    else:
+        raise AssertionError("a second startCoalescing did not raise")
+    pg._end_coalescing(dev).wait()
+    try:
+        pg._end_coalescing(dev)
+    except RuntimeError as e:
+        assert "without startCoalescing" in str(e), e
+    else:
+        raise AssertionError("endCoalescing without startCoalescing did not raise")
+    t = torch.ones(2, device=dev)
+    dist.all_reduce(t)
+    _close(t, torch.full((2,), float(world)), "all_reduce after coalescing errors")
     # Mismatched sizes across ranks: gloo reports it (or times out) instead of hanging.
     try:
         dist.all_reduce(torch.ones(4 + rank, device=dev))
