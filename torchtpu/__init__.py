@@ -70,6 +70,7 @@ _safetensors.install()
 
 from .device import device_count, is_available  # noqa: E402
 from .kernels import jax_op, stablehlo_op  # noqa: E402
+from ._warmup import save_signatures, warmup  # noqa: E402
 
 
 class _Pallas:

@@ -1,5 +1,6 @@
 #include "aten/call_state.h"
 
+#include <c10/core/DefaultDtype.h>
 #include <c10/util/Exception.h>
 #include <c10/util/SmallVector.h>
 
@@ -260,6 +261,9 @@ void Scanner::scan(const c10::FunctionSchema& schema, const torch::jit::Stack& s
                    size_t first) {
   const auto& args = schema.arguments();
   s_.args.resize(args.size());
+  // The default dtype decides what a Python float promotes to (int tensor + 1.5), and with it
+  // the program's output type; torch.set_default_dtype may change it between calls.
+  put(s_.key, static_cast<char>(c10::typeMetaToScalarType(c10::get_default_dtype())));
   // f64 anywhere makes Python floats f64 (they are doubles in PyTorch's CPU math too).
   for (size_t i = 0; i < args.size(); ++i) {
     const c10::IValue& v = stack[first + i];

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <mutex>
 #include <sstream>
+#include <stdexcept>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -21,8 +22,10 @@
 #include "aten/fallback_rng.h"
 #include "aten/host_transfer.h"
 #include "config/config.h"
+#include "aten/warmup.h"
 #include "device/current_device.h"
 #include "device/generator.h"
+#include "lowering/checks.h"
 #include "lowering/strided.h"
 #include "runtime/compile.h"
 #include "runtime/inflight.h"
@@ -486,6 +489,91 @@ size_t program_cache_size() { return cache().programs.size(); }
 
 namespace {
 
+// ---------------------------------------------------------------------------------------------
+// Recipes (runtime/compile.h): a signature recorded by an earlier process reaches its
+// executable on disk without meta inference, lowering, printing or hashing the module.
+
+// The op's name stands for the plan's address that starts the in-memory key; whether device
+// checks are on decides the program too.
+std::string recipe_key_of(const c10::OperatorHandle& op, const CallState& state) {
+  if (runtime::disk_cache_dir().empty()) return std::string();
+  std::string typed = "eager|" + full_name(op.schema().operator_name());
+  typed.push_back('\0');
+  typed.push_back(lowering::device_checks_enabled() ? '1' : '0');
+  typed.append(state.key, sizeof(const OpPlan*), std::string::npos);
+  return runtime::recipe_key(typed);
+}
+
+std::string recipe_of(const Entry& e) {
+  runtime::RecipeWriter w;
+  w.ints(std::vector<int64_t>(e.used_params.begin(), e.used_params.end()));
+  w.i64(static_cast<int64_t>(e.outputs.size()));
+  for (const OutputSink& o : e.outputs) {
+    w.i64(o.to_storage ? 1 : 0);
+    w.i64(o.index);
+    w.ints(o.dims);
+    w.i64(static_cast<int64_t>(o.dtype));
+    w.i64(static_cast<int64_t>(o.element_type));
+  }
+  w.i64(static_cast<int64_t>(e.num_returns));
+  w.i64(static_cast<int64_t>(e.rng_numel));
+  w.i64(e.checks ? static_cast<int64_t>(e.checks->size()) : 0);
+  if (e.checks) {
+    for (const runtime::CheckSpec& c : *e.checks) {
+      w.str(c.op);
+      w.str(c.message);
+      w.i64(static_cast<int64_t>(c.error));
+    }
+  }
+  return w.bytes();
+}
+
+// Null when there is no recipe or it does not fit this call (then the caller builds).
+std::shared_ptr<Entry> entry_from_recipe(const std::string& key, const CallState& state) {
+  runtime::Recipe recipe = runtime::load_recipe(key);
+  if (!recipe.program) return nullptr;
+  auto e = std::make_shared<Entry>();
+  const auto nparams = static_cast<int64_t>(state.params.size());
+  try {
+    runtime::RecipeReader r(recipe.metadata);
+    for (int64_t p : r.ints()) {
+      if (p < -1 || p >= nparams) return nullptr;
+      e->used_params.push_back(static_cast<int>(p));
+    }
+    int64_t nout = r.i64();
+    if (nout < 0 || nout > 1 << 20) return nullptr;
+    for (int64_t i = 0; i < nout; ++i) {
+      OutputSink o;
+      o.to_storage = r.i64() != 0;
+      o.index = static_cast<int>(r.i64());
+      o.dims = r.ints();
+      o.dtype = static_cast<c10::ScalarType>(r.i64());
+      o.element_type = static_cast<ElementType>(r.i64());
+      if (o.to_storage && (o.index < 0 || o.index >= nparams)) return nullptr;
+      e->outputs.push_back(std::move(o));
+    }
+    e->num_returns = static_cast<size_t>(r.i64());
+    e->rng_numel = static_cast<uint64_t>(r.i64());
+    int64_t nchecks = r.i64();
+    if (nchecks > 0) {
+      auto specs = std::make_shared<std::vector<runtime::CheckSpec>>();
+      for (int64_t i = 0; i < nchecks; ++i) {
+        runtime::CheckSpec c;
+        c.op = r.str();
+        c.message = r.str();
+        c.error = static_cast<runtime::CheckError>(r.i64());
+        specs->push_back(std::move(c));
+      }
+      e->checks = std::move(specs);
+    }
+    if (!r.at_end()) return nullptr;
+  } catch (const std::runtime_error&) {
+    return nullptr;
+  }
+  e->program = std::move(recipe.program);
+  return e;
+}
+
 // A signature missed the cache: validates the call, infers output types and builds the
 // program (or a fallback entry when the op cannot run natively). Null when out= arguments were
 // resized, which changes the signature.
@@ -511,6 +599,15 @@ std::shared_ptr<Entry> build_entry(const OpPlan& plan, const c10::OperatorHandle
           if (v.toTensor().is_privateuseone()) at::assert_no_partial_overlap(out, v.toTensor());
         }
       }
+    }
+  }
+  // Recorded by an earlier process: everything below depends only on the signature and
+  // succeeded then (only built programs are recorded; out= arguments were already sized).
+  const std::string recipe = recipe_key_of(op, state);
+  if (!recipe.empty()) {
+    if (std::shared_ptr<Entry> recorded = entry_from_recipe(recipe, state)) {
+      runtime::metrics().cache_misses++;
+      return recorded;
     }
   }
   // Validate with PyTorch's meta kernels, size out= arguments, infer output types.
@@ -566,6 +663,7 @@ std::shared_ptr<Entry> build_entry(const OpPlan& plan, const c10::OperatorHandle
   }
   std::string why = cache().misses.explain_and_record(plan.called_name, desc);
   built->program = runtime::compile_program(builder.text(), signature, why);
+  if (!recipe.empty()) runtime::store_recipe(recipe, *built->program, recipe_of(*built));
   return built;
 }
 
@@ -590,7 +688,14 @@ void run_with_plan(const OpPlan& plan, const c10::OperatorHandle& op, torch::jit
 
     bool hit = false;
     std::shared_ptr<Entry> entry = cache().programs.get_or_build(
-        state.key, [&] { return build_entry(plan, op, stack, first, state, attempt); }, &hit);
+        state.key,
+        [&] {
+          std::shared_ptr<Entry> built = build_entry(plan, op, stack, first, state, attempt);
+          // For torchtpu.warmup: this call, as a replayable record of its signature.
+          if (built && !built->fallback) record_signature(op, *stack, first, state.key);
+          return built;
+        },
+        &hit);
     if (!entry) continue;  // out= arguments changed shape: so did the signature
     if (hit) runtime::metrics().cache_hits++;
     if (entry->fallback) return cpu_fallback(op, stack, entry->fallback_reason);

@@ -6,6 +6,7 @@
 #include "aten/executor.h"
 #include "aten/host_transfer.h"
 #include "config/config.h"
+#include "aten/warmup.h"
 #include "device/current_device.h"
 #include "device/generator.h"
 #include "device/storage.h"
@@ -62,6 +63,17 @@ PYBIND11_MODULE(_C, m) {
   m.def("_lowered_ops", &lowering::lowered_op_names);
   m.def("_duplicate_lowerings", &lowering::duplicate_lowerings);
   m.def("_program_cache_size", &aten::program_cache_size);
+  // torchtpu.save_signatures / torchtpu.warmup (torchtpu/_warmup.py).
+  m.def("_recorded_signatures", [] {
+    py::list out;
+    for (const std::string& r : aten::recorded_signatures()) out.append(py::bytes(r));
+    return out;
+  });
+  m.def("_replay_signature", [](const py::bytes& record) {
+    std::string r = record;
+    py::gil_scoped_release no_gil;
+    aten::replay_signature(r);
+  });
   m.def("_cache_dir", &runtime::disk_cache_dir);
   // (name, default, doc) of every declared environment variable: the README's table and
   // torchtpu._config check themselves against it.
@@ -82,8 +94,10 @@ PYBIND11_MODULE(_C, m) {
     d["program_cache_evictions"] = x.program_cache_evictions.load();
     d["disk_cache_hits"] = x.disk_cache_hits.load();
     d["disk_cache_misses"] = x.disk_cache_misses.load();
+    d["disk_cache_signature_hits"] = x.disk_cache_signature_hits.load();
     d["disk_cache_corrupt"] = x.disk_cache_corrupt.load();
     d["disk_cache_writes"] = x.disk_cache_writes.load();
+    d["disk_cache_signature_writes"] = x.disk_cache_signature_writes.load();
     d["disk_cache_evictions"] = x.disk_cache_evictions.load();
     d["disk_cache_load_failures"] = x.disk_cache_load_failures.load();
     d["executions"] = x.executions.load();

@@ -1,12 +1,16 @@
 #include "runtime/compile.h"
 
 #include <c10/util/Exception.h>
+#include <dlfcn.h>
+#include <sys/stat.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
+#include <stdexcept>
 
 #include "config/config.h"
 #include "runtime/disk_cache.h"
@@ -141,7 +145,9 @@ std::shared_ptr<Program> compile_program(const std::string& mlir, const std::str
           std::fprintf(stderr, "torchtpu: loaded %s from the disk cache in %.1f ms (%s)\n",
                        signature.c_str(), ms_since(start), why.c_str());
         }
-        return std::make_shared<Program>(std::move(exe), signature);
+        auto program = std::make_shared<Program>(std::move(exe), signature);
+        program->set_disk_key(key);
+        return program;
       } catch (const pjrt::Error& e) {
         // An intact entry that does not load. Either the platform cannot reload executables
         // at all (the store below probes that, once per process, and disables the cache), or
@@ -184,7 +190,150 @@ std::shared_ptr<Program> compile_program(const std::string& mlir, const std::str
   if (dump_mlir()) std::fprintf(stderr, "%s\n", mlir.c_str());
   if (!key.empty() && disk_cache().enabled()) store_in_disk_cache(rt, key, *exe);
   traced.set_detail(signature + (key.empty() ? " [compiled]" : " [disk cache miss: compiled]"));
-  return std::make_shared<Program>(std::move(exe), signature);
+  auto program = std::make_shared<Program>(std::move(exe), signature);
+  program->set_disk_key(key);
+  return program;
+}
+
+// ---- recipes --------------------------------------------------------------------------------
+namespace {
+
+void put_field(std::string& out, const std::string& field) {
+  uint64_t n = field.size();
+  out.append(reinterpret_cast<const char*>(&n), sizeof(n));
+  out += field;
+}
+
+// This build of torchtpu: the version plus the identity of the loaded library file (path, size,
+// modification time), so a rebuilt library, whose lowerings may differ, never replays recipes
+// recorded by another build. (Executables themselves are keyed by their module, which survives
+// rebuilds that do not change it.)
+const std::string& code_stamp() {
+  static const std::string stamp = [] {
+    std::string s = std::string("torchtpu ") + kTorchtpuVersion;
+    Dl_info info;
+    if (dladdr(reinterpret_cast<void*>(&recipe_key), &info) != 0 && info.dli_fname) {
+      struct stat st;
+      s += std::string("|") + info.dli_fname;
+      if (::stat(info.dli_fname, &st) == 0) {
+        s += "|" + std::to_string(st.st_size) + "|" + std::to_string(st.st_mtim.tv_sec) + "." +
+             std::to_string(st.st_mtim.tv_nsec) + "|" + std::to_string(st.st_ino);
+      }
+    }
+    return s;
+  }();
+  return stamp;
+}
+
+}  // namespace
+
+std::string recipe_key(const std::string& typed_signature) {
+  if (!disk_cache().enabled()) return std::string();
+  Runtime& rt = get();
+  std::string fields;
+  put_field(fields, "torchtpu-recipe-key");
+  put_field(fields, code_stamp());
+  put_field(fields, fingerprint(rt));
+  put_field(fields, rt.compile_options());
+  put_field(fields, typed_signature);
+  return to_hex(sha256(fields));
+}
+
+Recipe load_recipe(const std::string& key) {
+  Recipe r;
+  if (key.empty() || !disk_cache().enabled()) return r;
+  auto start = std::chrono::steady_clock::now();
+  std::string payload;
+  DiskCache::Load loaded = disk_cache().load(key, &payload);
+  if (loaded == DiskCache::Load::kCorrupt) metrics().disk_cache_corrupt++;
+  if (loaded != DiskCache::Load::kHit) return r;
+  std::string exe_key, signature;
+  try {
+    RecipeReader in(payload);
+    exe_key = in.str();
+    signature = in.str();
+    r.metadata = in.str();
+  } catch (const std::runtime_error&) {
+    metrics().disk_cache_corrupt++;
+    return Recipe();
+  }
+  trace::Scope traced(trace::Kind::kCompile, "tpu::compile", -1, 0,
+                      signature + " [disk cache hit by signature]");
+  std::string bytes;
+  // The executable may have been evicted or damaged since: then the caller builds as usual.
+  loaded = disk_cache().load(exe_key, &bytes);
+  if (loaded == DiskCache::Load::kCorrupt) metrics().disk_cache_corrupt++;
+  if (loaded != DiskCache::Load::kHit) return Recipe();
+  try {
+    auto program = std::make_shared<Program>(get().client().deserialize(bytes), signature);
+    program->set_disk_key(exe_key);
+    r.program = std::move(program);
+  } catch (const pjrt::Error&) {
+    // Intact but refused (another build of the plugin): removed, so the caller's build
+    // compiles and rewrites it instead of trying it a second time.
+    metrics().disk_cache_load_failures++;
+    disk_cache().remove(exe_key);
+    return Recipe();
+  }
+  metrics().disk_cache_hits++;
+  metrics().disk_cache_signature_hits++;
+  if (log_compiles()) {
+    std::fprintf(stderr, "torchtpu: loaded %s from the disk cache by its signature in %.1f ms\n",
+                 signature.c_str(), ms_since(start));
+  }
+  return r;
+}
+
+void store_recipe(const std::string& key, const Program& program, const std::string& metadata) {
+  if (key.empty() || program.disk_key().empty() || !disk_cache().enabled()) return;
+  RecipeWriter out;
+  out.str(program.disk_key());
+  out.str(program.signature());
+  out.str(metadata);
+  // A failure to write only costs the next process a lowering: the module-keyed entry remains.
+  DiskCache::StoreResult stored = disk_cache().store(key, out.bytes());
+  if (stored.written) metrics().disk_cache_signature_writes++;
+  metrics().disk_cache_evictions += stored.evicted;
+}
+
+void RecipeWriter::i64(int64_t v) { out_.append(reinterpret_cast<const char*>(&v), sizeof(v)); }
+
+void RecipeWriter::str(const std::string& s) {
+  i64(static_cast<int64_t>(s.size()));
+  out_ += s;
+}
+
+void RecipeWriter::ints(const std::vector<int64_t>& v) {
+  i64(static_cast<int64_t>(v.size()));
+  for (int64_t x : v) i64(x);
+}
+
+int64_t RecipeReader::i64() {
+  if (in_.size() - pos_ < sizeof(int64_t)) throw std::runtime_error("short recipe");
+  int64_t v;
+  std::memcpy(&v, in_.data() + pos_, sizeof(v));
+  pos_ += sizeof(v);
+  return v;
+}
+
+std::string RecipeReader::str() {
+  int64_t n = i64();
+  if (n < 0 || static_cast<uint64_t>(n) > in_.size() - pos_) {
+    throw std::runtime_error("short recipe");
+  }
+  std::string s = in_.substr(pos_, static_cast<size_t>(n));
+  pos_ += static_cast<size_t>(n);
+  return s;
+}
+
+std::vector<int64_t> RecipeReader::ints() {
+  int64_t n = i64();
+  if (n < 0 || static_cast<uint64_t>(n) > (in_.size() - pos_) / sizeof(int64_t)) {
+    throw std::runtime_error("short recipe");
+  }
+  std::vector<int64_t> v(static_cast<size_t>(n));
+  for (auto& x : v) x = i64();
+  return v;
 }
 
 }  // namespace torchtpu::runtime

@@ -1,6 +1,7 @@
 // Compiling StableHLO text into a PJRT executable, timed, counted and logged.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,10 +21,14 @@ class Program {
                               const pjrt::Device& device) const;
   const std::string& signature() const { return signature_; }
   pjrt::Executable& executable() const { return *exe_; }
+  // The disk cache key of this executable (by its module), "" when the disk cache is off.
+  const std::string& disk_key() const { return disk_key_; }
+  void set_disk_key(std::string key) { disk_key_ = std::move(key); }
 
  private:
   std::unique_ptr<pjrt::Executable> exe_;
   std::string signature_;
+  std::string disk_key_;
 };
 
 // `signature` names what is compiled (op and argument structure), `why` why it missed the
@@ -33,6 +38,49 @@ std::shared_ptr<Program> compile_program(const std::string& mlir, const std::str
 
 // TORCHTPU_LOG_COMPILES=1: one stderr line per XLA compile (read once per process).
 bool log_compiles();
+// Recipes: the disk cache reached from a typed signature instead of a module. A caller records
+// what it needs besides the executable to launch a program (argument order, where outputs go,
+// device checks) under a key made of its typed signature, the platform, the compile options and
+// this build of torchtpu; a later process with the same signature then goes from the signature
+// straight to the executable, without lowering, printing or hashing the module.
+//
+// The key of a typed signature (op or graph structure plus one typed entry per argument, no
+// values), or "" when the disk cache is off.
+std::string recipe_key(const std::string& typed_signature);
+// A recorded program and its caller's metadata; `program` null on a miss (or an entry that does
+// not load: the caller then builds as usual and records again).
+struct Recipe {
+  std::shared_ptr<Program> program;
+  std::string metadata;
+};
+Recipe load_recipe(const std::string& key);
+// Records `program` (compiled or loaded by compile_program, so it has a disk key) under `key`.
+void store_recipe(const std::string& key, const Program& program, const std::string& metadata);
+
+// Recipe metadata: length-checked fields, so a damaged entry reads as a miss, never as garbage.
+class RecipeWriter {
+ public:
+  void i64(int64_t v);
+  void str(const std::string& s);
+  void ints(const std::vector<int64_t>& v);
+  const std::string& bytes() const { return out_; }
+
+ private:
+  std::string out_;
+};
+class RecipeReader {
+ public:
+  explicit RecipeReader(const std::string& in) : in_(in) {}
+  // Throw std::runtime_error past the end.
+  int64_t i64();
+  std::string str();
+  std::vector<int64_t> ints();
+  bool at_end() const { return pos_ == in_.size(); }
+
+ private:
+  const std::string& in_;
+  size_t pos_ = 0;
+};
 
 // The persistent compilation cache's folder, or "" when it is off (TORCHTPU_CACHE=0, no home
 // folder, or disabled for this process because the platform cannot reload executables).

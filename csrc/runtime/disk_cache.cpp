@@ -371,6 +371,10 @@ void DiskCache::disable() {
   enabled_ = false;
 }
 
+void DiskCache::remove(const std::string& key) {
+  if (enabled()) ::unlink(entry_path(key).c_str());
+}
+
 std::string DiskCache::entry_path(const std::string& key) const {
   return dir_ + "/" + key + kEntrySuffix;
 }

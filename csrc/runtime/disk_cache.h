@@ -70,6 +70,9 @@ class DiskCache {
   // if the directory exceeds the bound. Never evicts the entry just written.
   StoreResult store(const std::string& key, const std::string& payload);
 
+  // Removes the entry of `key` (an intact entry the platform refused), if any.
+  void remove(const std::string& key);
+
   bool enabled() const;
   void disable();
   const std::string& dir() const { return dir_; }

@@ -32,12 +32,27 @@ std::map<std::string, int64_t> fallbacks_by_op() {
 
 void reset_metrics() {
   Metrics& m = metrics();
-  for (auto* c :
-       {&m.programs_compiled, &m.compile_ns, &m.cache_hits, &m.cache_misses,
-        &m.program_cache_evictions, &m.disk_cache_hits, &m.disk_cache_misses, &m.disk_cache_corrupt,
-        &m.disk_cache_writes, &m.disk_cache_evictions, &m.disk_cache_load_failures, &m.executions,
-        &m.h2d_transfers, &m.h2d_bytes, &m.d2h_transfers, &m.d2h_bytes, &m.d2d_transfers,
-        &m.host_syncs, &m.cpu_fallbacks}) {
+  for (auto* c : {&m.programs_compiled,
+                  &m.compile_ns,
+                  &m.cache_hits,
+                  &m.cache_misses,
+                  &m.program_cache_evictions,
+                  &m.disk_cache_hits,
+                  &m.disk_cache_misses,
+                  &m.disk_cache_signature_hits,
+                  &m.disk_cache_corrupt,
+                  &m.disk_cache_writes,
+                  &m.disk_cache_signature_writes,
+                  &m.disk_cache_evictions,
+                  &m.disk_cache_load_failures,
+                  &m.executions,
+                  &m.h2d_transfers,
+                  &m.h2d_bytes,
+                  &m.d2h_transfers,
+                  &m.d2h_bytes,
+                  &m.d2d_transfers,
+                  &m.host_syncs,
+                  &m.cpu_fallbacks}) {
     c->store(0);
   }
   std::lock_guard<std::mutex> g(fallback_mutex);

@@ -18,9 +18,13 @@ struct Metrics {
   std::atomic<int64_t> program_cache_evictions{0};
   std::atomic<int64_t> disk_cache_hits{0};
   std::atomic<int64_t> disk_cache_misses{0};
+  // Of the hits, those reached from a typed signature (no lowering or printing: compile.h).
+  std::atomic<int64_t> disk_cache_signature_hits{0};
   // Entries found truncated, garbled, of another format version or for another key (removed).
   std::atomic<int64_t> disk_cache_corrupt{0};
-  std::atomic<int64_t> disk_cache_writes{0};
+  std::atomic<int64_t> disk_cache_writes{0};  // executables
+  // Recipes written (compile.h): small entries beside the executables, under the same bound.
+  std::atomic<int64_t> disk_cache_signature_writes{0};
   std::atomic<int64_t> disk_cache_evictions{0};
   // Serialized executables the platform would not reload (or serialize).
   std::atomic<int64_t> disk_cache_load_failures{0};

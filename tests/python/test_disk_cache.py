@@ -7,6 +7,11 @@ with an empty in-memory program cache (only the disk can save it a compile).
 Entry layout (checked directly by test_entry_format):
   magic b"TTPUXEC\\x1a" | format version u32 | key length u32 | key (hex) | payload length u64 |
   SHA-256(payload) | payload          (integers little-endian; file name <key>.entry)
+
+Two kinds of entries share that format and the size bound: executables, keyed by their module,
+and recipes, keyed by a typed signature (op, argument types and layouts, platform, this build),
+whose payload names the executable's key; a warm process goes from the signature to the
+executable through its recipe without lowering the op.
 """
 
 from __future__ import annotations
@@ -118,6 +123,20 @@ def entries(cache_dir):
     return sorted(p for p in cache_dir.iterdir() if p.name.endswith(".entry"))
 
 
+def is_recipe(path):
+    payload = parse(path)
+    (n,) = struct.unpack_from("<Q", payload, 0)
+    return n == 64 and all(c in b"0123456789abcdef" for c in payload[8:72])
+
+
+def executables(cache_dir):
+    return [p for p in entries(cache_dir) if not is_recipe(p)]
+
+
+def recipes(cache_dir):
+    return [p for p in entries(cache_dir) if is_recipe(p)]
+
+
 def leftovers(cache_dir):
     return sorted(p.name for p in cache_dir.iterdir() if not p.name.endswith(".entry"))
 
@@ -160,8 +179,10 @@ def test_second_process_compiles_nothing(golden, tmp_path):
     assert m["programs_compiled"] == len(OPS)
     assert m["disk_cache_misses"] == len(OPS) and m["disk_cache_hits"] == 0
     assert m["disk_cache_writes"] == len(OPS)
-    assert all(len(first["written"][op]) == 1 for op in OPS)
-    assert len(entries(cache)) == len(OPS)
+    assert m["disk_cache_signature_writes"] == len(OPS)
+    # Each op wrote its executable and its recipe.
+    assert all(len(first["written"][op]) == 2 for op in OPS)
+    assert len(executables(cache)) == len(recipes(cache)) == len(OPS)
     assert leftovers(cache) == []
 
     cache = copy_of(golden, tmp_path)
@@ -169,10 +190,13 @@ def test_second_process_compiles_nothing(golden, tmp_path):
     m = second["metrics"]
     assert m["programs_compiled"] == 0
     assert m["disk_cache_hits"] == len(OPS)
+    # Every one reached through its recipe: no op was lowered to find its executable.
+    assert m["disk_cache_signature_hits"] == len(OPS)
     assert m["disk_cache_misses"] == 0 and m["disk_cache_writes"] == 0
+    assert m["disk_cache_signature_writes"] == 0
     assert m["disk_cache_corrupt"] == 0 and m["disk_cache_load_failures"] == 0
     assert second["written"] == {op: [] for op in OPS}
-    assert len(entries(cache)) == len(OPS)
+    assert len(entries(cache)) == 2 * len(OPS)
 
 
 def test_entry_format(golden):
@@ -219,7 +243,7 @@ def empty(data):
     ids=lambda f: f.__name__)
 def test_damaged_entry_is_detected_removed_and_rewritten(golden, tmp_path, damage):
     cache = copy_of(golden, tmp_path)
-    victim = entries(cache)[0]
+    victim = executables(cache)[0]
     good = victim.read_bytes()
     victim.write_bytes(damage(good))
 
@@ -234,10 +258,34 @@ def test_damaged_entry_is_detected_removed_and_rewritten(golden, tmp_path, damag
     assert leftovers(cache) == []
 
 
+@pytest.mark.parametrize("damage", [truncate, garble, empty], ids=lambda f: f.__name__)
+def test_damaged_recipe_falls_back_to_the_module(golden, tmp_path, damage):
+    # The op is lowered again and finds its executable by its module: nothing compiles.
+    cache = copy_of(golden, tmp_path)
+    victim = recipes(cache)[0]
+    victim.write_bytes(damage(victim.read_bytes()))
+    m = run(cache)["metrics"]
+    assert m["disk_cache_corrupt"] == 1 and m["programs_compiled"] == 0
+    assert m["disk_cache_hits"] == len(OPS)
+    assert m["disk_cache_signature_hits"] == len(OPS) - 1
+    assert m["disk_cache_signature_writes"] == 1
+    assert is_recipe(victim)
+    assert leftovers(cache) == []
+
+
+def test_recipe_of_an_evicted_executable(golden, tmp_path):
+    cache = copy_of(golden, tmp_path)
+    executables(cache)[0].unlink()
+    m = run(cache)["metrics"]
+    assert m["programs_compiled"] == 1 and m["disk_cache_corrupt"] == 0
+    assert m["disk_cache_signature_hits"] == len(OPS) - 1
+    assert len(executables(cache)) == len(recipes(cache)) == len(OPS)
+
+
 def test_entry_for_another_key_is_detected(golden, tmp_path):
     # A file under the wrong name (a collision in the file name, or a copy) is not used.
     cache = copy_of(golden, tmp_path)
-    a, b = entries(cache)[:2]
+    a, b = executables(cache)[:2]
     b.write_bytes(a.read_bytes())
     m = run(cache)["metrics"]
     assert m["disk_cache_corrupt"] == 1 and m["programs_compiled"] == 1
@@ -249,7 +297,8 @@ def test_intact_entry_that_does_not_load_is_replaced(golden, tmp_path):
     # program is compiled, and since this platform does reload its own executables (probed on the
     # first write) the cache stays on and the entry is overwritten.
     cache = copy_of(golden, tmp_path)
-    victim = cache / golden[1]["written"]["add"][0]
+    victim = next(cache / name for name in golden[1]["written"]["add"]
+                  if not is_recipe(cache / name))
     key = victim.stem.encode()
     junk = b"this is not a serialized executable" * 10
     header = MAGIC + struct.pack("<II", FORMAT_VERSION, len(key)) + key
@@ -271,7 +320,7 @@ def test_concurrent_processes_on_an_empty_cache(tmp_path):
     procs = [start(cache, OPS) for _ in range(4)]
     results = [finish(p) for p in procs]  # each checks its results against CPU
     assert all(r["metrics"]["disk_cache_corrupt"] == 0 for r in results)
-    assert len(entries(cache)) == len(OPS)
+    assert len(executables(cache)) == len(recipes(cache)) == len(OPS)
     for path in entries(cache):
         parse(path)
     assert leftovers(cache) == []
@@ -302,11 +351,14 @@ def test_size_bound_evicts_least_recently_used(tmp_path):
     # Each op's entry name and size (names do not depend on the folder).
     probe = tmp_path / "probe"
     written = run(probe, old_ops + new_ops)["written"]
-    name = {op: written[op][0] for op in old_ops + new_ops}
-    size = {op: (probe / name[op]).stat().st_size for op in name}
+    # Each op's executable and recipe.
+    name = {op: next(n for n in written[op] if not is_recipe(probe / n)) for op in written}
+    recipe = {op: next(n for n in written[op] if is_recipe(probe / n)) for op in written}
+    size = {op: (probe / name[op]).stat().st_size + (probe / recipe[op]).stat().st_size
+            for op in name}
     kept_op = old_ops[0]
-    # Room for the entry read again plus the new ones (eviction goes down to 90% of the bound),
-    # and not for everything.
+    # Room for the entries read again plus the new ones (eviction goes down to 90% of the
+    # bound), and not for everything.
     bound = int((size[kept_op] + sum(size[op] for op in new_ops)) / 0.85)
     assert bound < sum(size.values())
 
@@ -314,8 +366,9 @@ def test_size_bound_evicts_least_recently_used(tmp_path):
     cache.mkdir()
     now = time.time()
     for i, op in enumerate(old_ops):  # old entries, oldest first in op order
-        shutil.copy(probe / name[op], cache / name[op])
-        os.utime(cache / name[op], (now - 1000 + i, now - 1000 + i))
+        for n in (name[op], recipe[op]):
+            shutil.copy(probe / n, cache / n)
+            os.utime(cache / n, (now - 1000 + i, now - 1000 + i))
 
     m = run(cache, [kept_op] + new_ops, TORCHTPU_CACHE_MAX_BYTES=bound)["metrics"]
     assert m["disk_cache_hits"] == 1 and m["disk_cache_writes"] == len(new_ops)
@@ -326,7 +379,7 @@ def test_size_bound_evicts_least_recently_used(tmp_path):
     assert name[kept_op] in names
     assert all(name[op] in names for op in new_ops)
     assert name[old_ops[1]] not in names  # the least recently used went first
-    assert len(names) < len(old_ops) + len(new_ops)
+    assert len(names) < 2 * (len(old_ops) + len(new_ops))  # executables and recipes
 
 
 def test_bound_with_unit_suffix_and_stale_tmp_cleanup(tmp_path):

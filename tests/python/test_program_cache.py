@@ -57,6 +57,23 @@ def test_changing_python_scalar_compiles_nothing():
     assert compiled() == before
 
 
+def test_default_dtype_is_part_of_the_signature():
+    # An int tensor plus a Python float promotes to the default dtype, as on the CPU; the program
+    # built before torch.set_default_dtype must not answer after it.
+    c = torch.arange(3)
+    x = c.to("tpu")
+    assert (x + 1.5).dtype == torch.float32
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        got = x + 1.5
+        assert got.dtype == (c + 1.5).dtype == torch.float64
+        assert torch.equal(got.cpu(), c + 1.5)
+    finally:
+        torch.set_default_dtype(old)
+    assert (x + 1.5).dtype == torch.float32
+
+
 def test_changing_alpha_compiles_nothing():
     a, b = torch.randn(6), torch.randn(6)
     x, y = a.to("tpu"), b.to("tpu")
