@@ -6,11 +6,16 @@ config): inference forward and the full train step (forward, backward, AdamW ste
   to backend="tpu"; a fresh cache of its own), tpu-compile-step (torchtpu.compile_step: the whole
   step as one program; cold cache) and tpu-compile-step-warm-cache, cpu-eager, cpu-inductor, and
   torchax-jit (the same torch model through torchax + jax.jit on JAX's XLA:CPU, AdamW written
-  out in torch ops; optional: reported as skipped when torchax/JAX are absent).
+  out in torch ops; optional: reported as skipped when torchax/JAX are absent). For the train
+  step also two variants of the plain torch.compile step, for their program counts:
+  tpu-compiled-grads-none (zero_grad() with its default set_to_none=True, so autograd installs
+  fresh gradients instead of accumulating into kept ones eagerly) and tpu-compiled-autograd
+  (torch._dynamo.config.compiled_autograd=True: the backward, accumulation included, compiled).
 
-One JSON object per line: {"workload", "mode", "phase", "median_ms" | "ms", "programs_compiled",
-"programs_per_step", "ratio_to_cpu_eager", "ratio_to_torchax_jit"}, after a first line naming the
-host and its load. programs_per_step counts torchtpu program executions per steady-state step.
+One JSON object per line: {"workload", "mode", "phase", "median_ms" | "ms", "cpu_median_ms",
+"programs_compiled", "programs_per_step", "ratio_to_cpu_eager", "ratio_to_torchax_jit",
+"cpu_time_ratio_to_*"}, after a first line naming the host and its load (cpu_median_ms: the
+process's CPU time per steady step, all threads). programs_per_step counts torchtpu program executions per steady-state step.
 The cold and warm runs use a private cache folder (torchtpu's and PyTorch's), so the numbers do
 not depend on earlier runs. --modes picks a subset (cpu-eager, the baseline of every ratio, always
 runs). torchax installs beside torch 2.13 and the JAX of scripts/setup_env.sh without changing
@@ -50,8 +55,8 @@ def forward(model, ids):
         return model(ids).logits
 
 
-def train_step(model, opt, ids):
-    opt.zero_grad(set_to_none=False)
+def train_step(model, opt, ids, set_to_none=False):
+    opt.zero_grad(set_to_none=set_to_none)
     loss = model(ids, labels=ids).loss
     loss.backward()
     opt.step()
@@ -63,13 +68,20 @@ def sync(device):
         torch.tpu.synchronize()
 
 
+# CPU time (all threads of the process) of every measured call, beside the wall time: on a shared
+# host it is far less sensitive to other processes than wall time, and every contender here runs
+# on the CPU.
+CPU_TIMES: list = []
+
+
 def measure(fn, device, steps):
     times = []
     for _ in range(steps):
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         fn()
         sync(device)
         times.append((time.perf_counter() - start) * 1e3)
+        CPU_TIMES.append((time.process_time() - cpu) * 1e3)
     return times
 
 
@@ -95,8 +107,13 @@ def run_mode(mode, workload, steps):
     if workload == "forward":
         fn = lambda m, ids: forward(m, ids)  # noqa: E731
     else:
-        fn = lambda m, ids: train_step(m, opt, ids)  # noqa: E731
+        # zero_grad(set_to_none=False) keeps .grad tensors, so eager autograd accumulates into
+        # them; the -grads-none mode uses zero_grad()'s default instead.
+        none = mode == "tpu-compiled-grads-none"
+        fn = lambda m, ids: train_step(m, opt, ids, none)  # noqa: E731
     target = model
+    if mode == "tpu-compiled-autograd":
+        torch._dynamo.config.compiled_autograd = True
     if mode == "cpu-inductor":
         target_fn = torch.compile(fn, backend="inductor")
     elif mode.startswith("tpu-compiled"):
@@ -201,17 +218,20 @@ def run_torchax(workload, steps):
 
             times = []
             for _ in range(steps):
-                start = time.perf_counter()
+                start, cpu = time.perf_counter(), time.process_time()
                 jax.block_until_ready(interop.jax_view(fn()))
                 times.append((time.perf_counter() - start) * 1e3)
+                CPU_TIMES.append((time.process_time() - cpu) * 1e3)
     return times, None, 1.0
 
 
-def emit(workload, mode, times, compiled, per_step, baseline, jax_baseline):
+def emit(workload, mode, times, cpu_times, compiled, per_step, baseline, jax_baseline,
+         rnd=None):
     first = {"workload": workload, "mode": mode, "phase": "first", "ms": round(times[0], 2)}
     median = statistics.median(times[2:])
+    cpu = statistics.median(cpu_times[2:])
     steady = {"workload": workload, "mode": mode, "phase": "steady",
-              "median_ms": round(median, 3)}
+              "median_ms": round(median, 3), "cpu_median_ms": round(cpu, 3)}
     if compiled is not None:
         first["programs_compiled"] = compiled
     if per_step is not None:
@@ -219,18 +239,24 @@ def emit(workload, mode, times, compiled, per_step, baseline, jax_baseline):
     if baseline is not None:
         first["ratio_to_cpu_eager"] = round(times[0] / baseline[0], 3)
         steady["ratio_to_cpu_eager"] = round(median / baseline[1], 3)
+        steady["cpu_time_ratio_to_cpu_eager"] = round(cpu / baseline[2], 3)
     if jax_baseline is not None and mode != "torchax-jit":
         first["ratio_to_torchax_jit"] = round(times[0] / jax_baseline[0], 3)
         steady["ratio_to_torchax_jit"] = round(median / jax_baseline[1], 3)
+        steady["cpu_time_ratio_to_torchax_jit"] = round(cpu / jax_baseline[2], 3)
+    if rnd is not None:
+        first["round"] = steady["round"] = rnd
     print(json.dumps(first), flush=True)
     print(json.dumps(steady), flush=True)
-    return times[0], median
+    return times[0], median, cpu
 
 
 # The two baselines run first, so every later line carries its ratios to both.
 ALL_MODES = ("cpu-eager", "torchax-jit", "cpu-inductor", "tpu-eager", "tpu-compiled",
              "tpu-compiled-warm-cache", "tpu-default-compile", "tpu-compile-step",
-             "tpu-compile-step-warm-cache")
+             "tpu-compile-step-warm-cache", "tpu-compiled-grads-none", "tpu-compiled-autograd")
+# Variants of the plain torch.compile train step, for its program count (train_step only).
+TRAIN_ONLY = ("tpu-compiled-grads-none", "tpu-compiled-autograd")
 
 
 def main():
@@ -239,55 +265,65 @@ def main():
     p.add_argument("--workloads", default="forward,train_step")
     p.add_argument("--modes", default=",".join(ALL_MODES))
     p.add_argument("--child", nargs=2, metavar=("MODE", "WORKLOAD"))
+    # Rounds repeat every mode (fresh caches each round); on a busy host compare the ratios
+    # within a round, and their spread over rounds.
+    p.add_argument("--rounds", type=int, default=1)
     args = p.parse_args()
     if args.child:
         # One intra-op thread for PyTorch's CPU kernels in every mode (as in issue 17's table):
         # the XLA:CPU contenders then differ only in what runs around the same XLA kernels.
         torch.set_num_threads(1)
         times, compiled, per_step = run_mode(args.child[0], args.child[1], args.steps)
-        print(json.dumps({"times": times, "compiled": compiled, "per_step": per_step}))
+        print(json.dumps({"times": times, "compiled": compiled, "per_step": per_step,
+                          "cpu_times": CPU_TIMES}))
         return
     modes = [m for m in ALL_MODES if m == "cpu-eager" or m in args.modes.split(",")]
     # The machine's state beside the figures: on a shared host the ratios within one run are what
     # compare, not the absolute times.
     print(json.dumps({"host": {"cpus": os.cpu_count(), "loadavg_1m": os.getloadavg()[0],
                                "torch": torch.__version__}}), flush=True)
-    cache = tempfile.mkdtemp(prefix="torchtpu-bench-cache-")
-    step_cache = tempfile.mkdtemp(prefix="torchtpu-bench-step-cache-")
-    for workload in args.workloads.split(","):
-        baseline = jax_baseline = None
-        # Every mode in its own process, so first calls are really first.
-        for mode in modes:
-            # tpu-eager gets its own cache, so "tpu-compiled" is a genuinely cold process and
-            # "tpu-compiled-warm-cache" is a restart that reuses what that process compiled
-            # (tpu-compile-step and its warm restart share another folder).
-            own_cache = mode in ("tpu-eager", "tpu-default-compile")
-            shared = step_cache if mode.startswith("tpu-compile-step") else cache
-            env = dict(os.environ, TORCHTPU_CACHE_DIR=tempfile.mkdtemp() if own_cache else shared)
-            # PyTorch's own caches (AOTAutograd's, Inductor's) are private too: cold means cold.
-            env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(
-                cache if mode.startswith("tpu-compiled") else tempfile.mkdtemp(), "torch")
-            if mode == "torchax-jit":
-                # torchax claims the PrivateUse1 device for itself: torchtpu must not load.
-                env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
-            r = subprocess.run([sys.executable, __file__, "--steps", str(args.steps), "--child",
-                                mode, workload], env=env, capture_output=True, text=True)
-            if r.returncode != 0:
-                if mode == "torchax-jit" and "ModuleNotFoundError" in r.stderr:
-                    skipped = "torchax or JAX is not installed (pip install --no-deps torchax)"
-                    print(json.dumps({"workload": workload, "mode": mode, "skipped": skipped}),
-                          flush=True)
+    for rnd in range(args.rounds):
+        cache = tempfile.mkdtemp(prefix="torchtpu-bench-cache-")
+        step_cache = tempfile.mkdtemp(prefix="torchtpu-bench-step-cache-")
+        for workload in args.workloads.split(","):
+            baseline = jax_baseline = None
+            # Every mode in its own process, so first calls are really first.
+            for mode in modes:
+                if workload != "train_step" and mode in TRAIN_ONLY:
                     continue
-                print(json.dumps({"workload": workload, "mode": mode, "error": r.stderr[-500:]}),
-                      flush=True)
-                continue
-            data = json.loads(r.stdout.strip().splitlines()[-1])
-            result = emit(workload, mode, data["times"], data["compiled"], data["per_step"],
-                          baseline, jax_baseline)
-            if mode == "cpu-eager":
-                baseline = result
-            elif mode == "torchax-jit":
-                jax_baseline = result
+                # tpu-eager gets its own cache, so "tpu-compiled" is a genuinely cold process and
+                # "tpu-compiled-warm-cache" is a restart that reuses what that process compiled
+                # (tpu-compile-step and its warm restart share another folder).
+                own_cache = mode in ("tpu-eager", "tpu-default-compile") + TRAIN_ONLY
+                shared = step_cache if mode.startswith("tpu-compile-step") else cache
+                env = dict(os.environ,
+                           TORCHTPU_CACHE_DIR=tempfile.mkdtemp() if own_cache else shared)
+                # PyTorch's own caches (AOTAutograd's, Inductor's) are private too: cold means cold.
+                torch_cache = cache if mode in ("tpu-compiled", "tpu-compiled-warm-cache") else None
+                env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(torch_cache or tempfile.mkdtemp(),
+                                                              "torch")
+                if mode == "torchax-jit":
+                    # torchax claims the PrivateUse1 device for itself: torchtpu must not load.
+                    env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+                r = subprocess.run([sys.executable, __file__, "--steps", str(args.steps), "--child",
+                                    mode, workload], env=env, capture_output=True, text=True)
+                if r.returncode != 0:
+                    if mode == "torchax-jit" and "ModuleNotFoundError" in r.stderr:
+                        skipped = "torchax or JAX is not installed (pip install --no-deps torchax)"
+                        print(json.dumps({"workload": workload, "mode": mode, "skipped": skipped}),
+                              flush=True)
+                        continue
+                    print(json.dumps({"workload": workload, "mode": mode,
+                                      "error": r.stderr[-500:]}), flush=True)
+                    continue
+                data = json.loads(r.stdout.strip().splitlines()[-1])
+                result = emit(workload, mode, data["times"], data["cpu_times"], data["compiled"],
+                              data["per_step"], baseline, jax_baseline,
+                              rnd if args.rounds > 1 else None)
+                if mode == "cpu-eager":
+                    baseline = result
+                elif mode == "torchax-jit":
+                    jax_baseline = result
 
 
 if __name__ == "__main__":
