@@ -5,8 +5,8 @@
 
 #include "aten/executor.h"
 #include "aten/host_transfer.h"
-#include "config/config.h"
 #include "aten/warmup.h"
+#include "config/config.h"
 #include "device/current_device.h"
 #include "device/generator.h"
 #include "device/storage.h"
