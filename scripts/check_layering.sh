@@ -8,6 +8,8 @@
 #     of torchtpu: never aten/, runtime/ or another execution layer, nor PJRT. The platform
 #     arrives in the LoweringContext; eager kernels call lowerings, never the reverse;
 #   - lowering/ registers no dispatcher kernels (TORCH_LIBRARY*): that glue lives in aten/;
+#   - lowering/ emits StableHLO through FunctionBuilder's typed methods, never a raw
+#     op("stablehlo.…") / op_multi("stablehlo.…") with hand-written attribute text;
 #   - no lowering helper is defined in two files (scripts/check_lowering_helpers.py);
 #   - pjrt/ and stablehlo/ include no torch headers (they build and test without torch).
 set -euo pipefail
@@ -28,5 +30,8 @@ report "lowering/ registers dispatcher kernels (move them to csrc/aten/)" \
      csrc/lowering/*.cpp csrc/lowering/*.h || true)"
 report "pjrt/ or stablehlo/ includes a torch header" \
   "$(grep -nE '#include <(ATen|c10|torch)/' csrc/pjrt/* csrc/stablehlo/* || true)"
+report "lowering/ emits a raw StableHLO op (add or use a typed FunctionBuilder method with an attribute struct)" \
+  "$(grep -zoE '\bop(_multi)?\(\s*"stablehlo\.[a-z_]+"' csrc/lowering/*.cpp csrc/lowering/*.h |
+     tr '\0' '\n' || true)"
 python3 scripts/check_lowering_helpers.py || fail=1
 exit "$fail"

@@ -3,6 +3,7 @@
 // (`_amp_foreach_non_finite_check_and_unscale_`, `_amp_update_scale_`) lower these functional
 // forms; the eager kernel writes the results back, so unscaling every gradient is one program.
 #include "lowering/lowering.h"
+#include "stablehlo/ops.h"
 
 namespace torchtpu::lowering {
 namespace {
@@ -10,7 +11,7 @@ namespace {
 using shlo::CompareDirection;
 
 Value any_non_finite(FunctionBuilder& b, Value x) {
-  Value finite = b.op("stablehlo.is_finite", {x}, x.type.with_dtype(ElementType::kPred));
+  Value finite = shlo::is_finite(b, x);
   Value bad = b.unary("stablehlo.not", finite);
   std::vector<int64_t> dims;
   for (int64_t d = 0; d < bad.rank(); ++d) dims.push_back(d);
@@ -73,7 +74,7 @@ std::vector<Value> lower_update_scale(LoweringContext& ctx) {
   // factors exact in float32 (the defaults 2.0 and 0.5) and needs no f64 support on TPUs.
   Value backed = b.mul(scale, full_like_type(b, backoff, scale.type));
   Value grown = b.mul(scale, full_like_type(b, growth, scale.type));
-  Value grown_ok = b.op("stablehlo.is_finite", {grown}, grown.type.with_dtype(ElementType::kPred));
+  Value grown_ok = shlo::is_finite(b, grown);
   Value successful = b.add(tracker, full_like_type(b, 1, tracker.type));
   Value at_interval =
       b.compare(successful, full_like_type(b, static_cast<double>(interval), tracker.type),

@@ -7,11 +7,13 @@
 #include <c10/util/Exception.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "lowering/lowering.h"
 #include "stablehlo/builder.h"
+#include "stablehlo/ops.h"
 #include "stablehlo/types.h"
 
 namespace torchtpu::lowering {
@@ -61,6 +63,50 @@ inline Value lnot(FunctionBuilder& b, Value p) { return b.unary("stablehlo.not",
 
 // `v` converted and broadcast to the op's (i-th) result type.
 inline Value finish(LoweringContext& ctx, Value v) { return coerce(ctx.b, v, ctx.out_type()); }
+
+// Scatter (and reduce) bodies: the sum of the two block arguments, or the second (the update).
+inline std::vector<Value> add_region(FunctionBuilder& b, const std::vector<Value>& a) {
+  return {b.add(a[0], a[1])};
+}
+inline std::vector<Value> replace_region(FunctionBuilder&, const std::vector<Value>& a) {
+  return {a[1]};
+}
+
+// Elementwise `while (any(active(state))) state = step(state, active)`: each step's result is
+// kept only where the element is still active, so every element runs exactly its own scalar
+// loop (series and continued fractions that converge at different counts).
+using State = std::vector<Value>;
+inline State elementwise_while(
+    FunctionBuilder& b, const State& init,
+    const std::function<Value(FunctionBuilder&, const State&)>& active,
+    const std::function<State(FunctionBuilder&, const State&, Value)>& step) {
+  auto cond = [&](FunctionBuilder& ib, const State& st) -> State {
+    Value act = active(ib, st);
+    std::vector<int64_t> dims(static_cast<size_t>(act.rank()));
+    for (size_t d = 0; d < dims.size(); ++d) dims[d] = static_cast<int64_t>(d);
+    Value none = ib.constant(0, TensorType(ElementType::kPred, {}));
+    return {ib.reduce_simple(act, none, dims, "stablehlo.or")};
+  };
+  auto body = [&](FunctionBuilder& ib, const State& st) -> State {
+    Value act = active(ib, st);
+    State next = step(ib, st, act);
+    for (size_t k = 0; k < next.size(); ++k) next[k] = ib.select(act, next[k], st[k]);
+    return next;
+  };
+  return b.while_loop(init, cond, body);
+}
+
+// The window of an inclusive scan along `dim` of a rank-`rank` value with `n` elements there:
+// each output combines its element and the n - 1 before it (low padding n - 1 on `dim`).
+inline shlo::Window scan_window(int64_t rank, int64_t dim, int64_t n) {
+  shlo::Window w;
+  w.dimensions.assign(static_cast<size_t>(rank), 1);
+  w.dimensions[static_cast<size_t>(dim)] = n;
+  w.strides.assign(static_cast<size_t>(rank), 1);
+  w.padding.assign(static_cast<size_t>(rank), {0, 0});
+  w.padding[static_cast<size_t>(dim)] = {n - 1, 0};
+  return w;
+}
 
 // ---- shapes ----
 

@@ -15,57 +15,20 @@
 
 #include "lowering/common.h"
 #include "lowering/lowering.h"
+#include "stablehlo/ops.h"
 
 namespace torchtpu::lowering {
 namespace {
 
-std::string dims_spec(const char* a, const char* b, size_t nd) {
-  std::string s = std::string("[") + a + ", " + b;
-  for (size_t i = 0; i < nd; ++i) s += ", " + std::to_string(i);
-  return s + "]";
-}
-
-// `padding` is one (low, high) pair per spatial dim; XLA accepts negative entries (cropping).
-std::string padding_attr(const std::vector<std::pair<int64_t, int64_t>>& padding) {
-  std::string s = "dense<[";
-  for (size_t i = 0; i < padding.size(); ++i) {
-    if (i) s += ", ";
-    s += "[" + std::to_string(padding[i].first) + ", " + std::to_string(padding[i].second) + "]";
-  }
-  return s + "]> : tensor<" + std::to_string(padding.size()) + "x2xi64>";
-}
-
-struct ConvSpec {
-  // Which operand dims play which role; "b"/"f" of lhs and out, "o"/"i" of rhs.
-  const char* lhs_b = "b";
-  const char* lhs_f = "f";
-  const char* rhs_o = "o";
-  const char* rhs_i = "i";
-  const char* out_b = "b";
-  const char* out_f = "f";
-  std::vector<int64_t> window_strides, lhs_dilation, rhs_dilation;
-  std::vector<std::pair<int64_t, int64_t>> padding;
-  int64_t feature_group_count = 1;
-  int64_t batch_group_count = 1;
-};
+// Which operand dims play which role ("b"/"f" of lhs and out, "o"/"i" of rhs), the window and
+// the groups: the builder's typed attributes.
+using ConvSpec = shlo::ConvDims;
 
 // out[d] = (lhs_dilated[d] + pad_lo + pad_hi - rhs_dilated[d]) / stride + 1 per spatial dim.
 // Half-precision operands give an f32 result (the accumulator); callers round it once.
 Value conv(FunctionBuilder& b, Value lhs, Value rhs, const ConvSpec& s,
            const std::vector<int64_t>& out_shape, ElementType dtype) {
-  size_t nd = s.window_strides.size();
-  ElementType acc = opmath_type(dtype);
-  std::string attrs = "batch_group_count = " + std::to_string(s.batch_group_count) +
-                      " : i64, dimension_numbers = #stablehlo.conv<" +
-                      dims_spec(s.lhs_b, s.lhs_f, nd) + "x" + dims_spec(s.rhs_o, s.rhs_i, nd) +
-                      "->" + dims_spec(s.out_b, s.out_f, nd) +
-                      ">, feature_group_count = " + std::to_string(s.feature_group_count) +
-                      " : i64, lhs_dilation = " + shlo::i64_array(s.lhs_dilation) +
-                      ", padding = " + padding_attr(s.padding) +
-                      ", rhs_dilation = " + shlo::i64_array(s.rhs_dilation) +
-                      ", window_strides = " + shlo::i64_array(s.window_strides);
-  Value r = b.op("stablehlo.convolution", {lhs, rhs}, TensorType(acc, out_shape), attrs);
-  return r;
+  return shlo::convolution(b, lhs, rhs, s, TensorType(opmath_type(dtype), out_shape));
 }
 
 std::vector<int64_t> ones(size_t n) { return std::vector<int64_t>(n, 1); }
@@ -136,7 +99,7 @@ Value conv_transposed(FunctionBuilder& b, Value x, Value w, const Params& p,
   }
   Value wt = b.transpose(b.reshape(w, split), perm);
   wt = b.reshape(wt, merged);
-  wt = b.op("stablehlo.reverse", {wt}, wt.type, "dimensions = " + shlo::i64_array(rev));
+  wt = shlo::reverse(b, wt, rev);
   ConvSpec s;
   s.window_strides = ones(nd);
   s.lhs_dilation = p.stride;

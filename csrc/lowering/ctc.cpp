@@ -13,6 +13,7 @@
 #include <string>
 
 #include "lowering/lowering.h"
+#include "stablehlo/ops.h"
 
 namespace torchtpu::lowering {
 namespace {
@@ -104,10 +105,7 @@ Ctc setup(LoweringContext& ctx, size_t lp_i, size_t tg_i, size_t il_i, size_t tl
     Value idx = b.add(b.broadcast_in_dim(base, it.shape, {0}), b.iota(it, 1));
     idx = b.clamp(b.constant_int(0, it), idx, b.constant_int(std::max<int64_t>(k - 1, 0), it));
     Value flat = b.reshape(tg, {k});
-    Value tgt = b.op("stablehlo.gather", {flat, b.reshape(idx, {g.n, max_s, 1})}, it,
-                     "dimension_numbers = #stablehlo.gather<collapsed_slice_dims = [0], "
-                     "start_index_map = [0], index_vector_dim = 2>, indices_are_sorted = false, "
-                     "slice_sizes = array<i64: 1>");
+    Value tgt = b.gather(flat, b.reshape(idx, {g.n, max_s, 1}), {{}, {0}, {0}, 2}, {1}, it);
     // prime[s] = s odd ? tgt[(s - 1) / 2] : blank: interleave (blank, tgt) pairs + final blank.
     Value pairs = b.concatenate(
         {b.reshape(b.constant_int(blank, it), {g.n, max_s, 1}), b.reshape(tgt, {g.n, max_s, 1})},
@@ -129,10 +127,8 @@ Ctc setup(LoweringContext& ctx, size_t lp_i, size_t tg_i, size_t il_i, size_t tl
       {b.iota(ct3, 0), b.iota(ct3, 1),
        b.reshape(b.broadcast_in_dim(g.prime, {g.t, g.n, l}, {1, 2}), {g.t, g.n, l, 1})},
       3);
-  g.lpp = b.op("stablehlo.gather", {g.lp, coords}, TensorType(g.ct, {g.t, g.n, l}),
-               "dimension_numbers = #stablehlo.gather<collapsed_slice_dims = [0, 1, 2], "
-               "start_index_map = [0, 1, 2], index_vector_dim = 3>, indices_are_sorted = false, "
-               "slice_sizes = array<i64: 1, 1, 1>");
+  g.lpp = b.gather(g.lp, coords, {{}, {0, 1, 2}, {0, 1, 2}, 3}, {1, 1, 1},
+                   TensorType(g.ct, {g.t, g.n, l}));
   return g;
 }
 
@@ -143,8 +139,7 @@ Value row(FunctionBuilder& b, const Ctc& g, Value v3, int64_t t) {
 // Row t (a 0-d i64 Value) of a (T, N, L) value, as (N, L).
 Value row_at(FunctionBuilder& b, const Ctc& g, Value v3, Value t) {
   Value zero = b.constant_int(0, kIdx);
-  Value r = b.op("stablehlo.dynamic_slice", {v3, t, zero, zero}, v3.type.with_shape({1, g.n, g.l}),
-                 "slice_sizes = " + shlo::i64_array({1, g.n, g.l}));
+  Value r = shlo::dynamic_slice(b, v3, {t, zero, zero}, {1, g.n, g.l});
   return b.reshape(r, {g.n, g.l});
 }
 

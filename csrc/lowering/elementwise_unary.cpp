@@ -12,6 +12,7 @@
 #include "lowering/common.h"
 #include "lowering/elementwise_util.h"
 #include "lowering/lowering.h"
+#include "stablehlo/ops.h"
 
 namespace torchtpu::lowering {
 namespace {
@@ -339,12 +340,9 @@ TORCHTPU_LOWERING("aten::isneginf", float_predicate(
                                           return cmp(b, x, cst(b, -kInf, x), CompareDirection::kEQ);
                                         },
                                         false));
-TORCHTPU_LOWERING("aten::isfinite", float_predicate(
-                                        [](FunctionBuilder& b, Value x) {
-                                          return b.op("stablehlo.is_finite", {x},
-                                                      x.type.with_dtype(ElementType::kPred));
-                                        },
-                                        true, OnComplex::kBothParts));
+TORCHTPU_LOWERING("aten::isfinite",
+                  float_predicate([](FunctionBuilder& b, Value x) { return shlo::is_finite(b, x); },
+                                  true, OnComplex::kBothParts));
 TORCHTPU_LOWERING("aten::signbit", lower_signbit);
 TORCHTPU_LOWERING("aten::bitwise_not", lower_bitwise_not);
 TORCHTPU_LOWERING("aten::logical_not", lower_logical_not);

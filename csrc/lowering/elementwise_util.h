@@ -7,6 +7,7 @@
 
 #include "lowering/common.h"
 #include "lowering/lowering.h"
+#include "stablehlo/ops.h"
 
 namespace torchtpu::lowering::ew {
 
@@ -51,14 +52,12 @@ inline Value signbit(FunctionBuilder& b, Value x) {
 
 // ---- complex values: StableHLO has complex arithmetic, but predicates and conjugation work
 // on the two float parts.
-inline Value real_part(FunctionBuilder& b, Value z) {
-  return b.op("stablehlo.real", {z}, z.type.with_dtype(shlo::complex_component(z.dtype())));
-}
-inline Value imag_part(FunctionBuilder& b, Value z) {
-  return b.op("stablehlo.imag", {z}, z.type.with_dtype(shlo::complex_component(z.dtype())));
-}
+inline Value real_part(FunctionBuilder& b, Value z) { return shlo::real(b, z); }
+inline Value imag_part(FunctionBuilder& b, Value z) { return shlo::imag(b, z); }
 inline Value make_complex(FunctionBuilder& b, Value re, Value im, ElementType complex_dtype) {
-  return b.op("stablehlo.complex", {re, im}, re.type.with_dtype(complex_dtype));
+  Value z = shlo::complex(b, re, im);
+  TORCH_INTERNAL_ASSERT(z.dtype() == complex_dtype, "make_complex: parts of the wrong width");
+  return z;
 }
 inline Value conj(FunctionBuilder& b, Value z) {
   return make_complex(b, real_part(b, z), b.neg(imag_part(b, z)), z.dtype());
@@ -67,7 +66,7 @@ inline Value conj(FunctionBuilder& b, Value z) {
 // else NaN if either is NaN. XLA's own hypot loses a NaN part (|0 + NaN j| came out 0).
 inline Value complex_abs(FunctionBuilder& b, Value z) {
   Value re = real_part(b, z), im = imag_part(b, z);
-  Value r = b.op("stablehlo.abs", {z}, re.type);
+  Value r = shlo::abs(b, z);
   const double inf = std::numeric_limits<double>::infinity();
   r = b.select(lor(b, is_nan(b, re), is_nan(b, im)),
                cst(b, std::numeric_limits<double>::quiet_NaN(), r), r);

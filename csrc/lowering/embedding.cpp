@@ -17,18 +17,9 @@ namespace {
 
 // Row-wise scatter-add of `updates` (n, D) into `base` (V, D) at `rows` (n, 1).
 Value scatter_rows(FunctionBuilder& b, Value base, Value rows, Value updates) {
-  TensorType s(base.dtype(), {});
-  bool row_vectors = base.rank() == 2;
-  std::string dn =
-      std::string("indices_are_sorted = false, scatter_dimension_numbers = #stablehlo.scatter<") +
-      (row_vectors ? "update_window_dims = [1], " : "") +
-      "inserted_window_dims = [0], scatter_dims_to_operand_dims = [0], index_vector_dim = 1>, "
-      "unique_indices = false";
-  return b.op_multi(
-      "stablehlo.scatter", {base, rows, updates}, {base.type}, dn,
-      {{{s, s}, [](FunctionBuilder& rb, const std::vector<Value>& a) -> std::vector<Value> {
-          return {rb.add(a[0], a[1])};
-        }}})[0];
+  shlo::ScatterDims dims{{}, {0}, {0}, 1};
+  if (base.rank() == 2) dims.update_window_dims = {1};
+  return b.scatter(base, rows, updates, dims, add_region);
 }
 
 // embedding(weight, indices, padding_idx, scale_grad_by_freq, sparse)
@@ -46,13 +37,8 @@ std::vector<Value> lower_embedding(LoweringContext& ctx) {
   Value idx = b.reshape(b.convert(indices, ElementType::kS64), ishape);
   std::vector<int64_t> shape = indices.shape();
   shape.push_back(d);
-  std::string dn = "dimension_numbers = #stablehlo.gather<offset_dims = [" +
-                   std::to_string(indices.rank()) +
-                   "], collapsed_slice_dims = [0], start_index_map = [0], index_vector_dim = " +
-                   std::to_string(indices.rank()) +
-                   ">, indices_are_sorted = false, slice_sizes = " + shlo::i64_array({1, d});
-  return {
-      coerce(b, b.op("stablehlo.gather", {weight, idx}, weight.type.with_shape(shape), dn), out)};
+  shlo::GatherDims dims{{indices.rank()}, {0}, {0}, indices.rank()};
+  return {coerce(b, b.gather(weight, idx, dims, {1, d}, weight.type.with_shape(shape)), out)};
 }
 
 // embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq)
@@ -133,18 +119,14 @@ Bags bags_of(FunctionBuilder& b, Value indices, Value offsets, int64_t count, in
 Value gather_rows(FunctionBuilder& b, Value table, Value rows) {
   int64_t n = rows.type.numel();
   std::vector<int64_t> shape{n};
-  std::string dn;
+  shlo::GatherDims dims{{}, {0}, {0}, 1};
   std::vector<int64_t> slice{1};
   if (table.rank() == 2) {
     shape.push_back(table.shape()[1]);
     slice.push_back(table.shape()[1]);
-    dn = "offset_dims = [1], ";
+    dims.offset_dims = {1};
   }
-  return b.op("stablehlo.gather", {table, b.reshape(rows, {n, 1})}, table.type.with_shape(shape),
-              "dimension_numbers = #stablehlo.gather<" + dn +
-                  "collapsed_slice_dims = [0], start_index_map = [0], index_vector_dim = 1>, "
-                  "indices_are_sorted = false, slice_sizes = " +
-                  shlo::i64_array(slice));
+  return b.gather(table, b.reshape(rows, {n, 1}), dims, slice, table.type.with_shape(shape));
 }
 
 // _embedding_bag(weight, indices, offsets, scale_grad_by_freq, mode, sparse,
@@ -253,16 +235,8 @@ std::vector<Value> lower_embedding_bag_backward(LoweringContext& ctx) {
     Value coords = b.concatenate({b.max(mi, b.constant_int(0, mi.type)), col}, 1);
     Value upd = b.select(b.reshape(keep, {count * d}), b.reshape(g, {count * d}),
                          zeros(b, TensorType(acc, {count * d})));
-    TensorType s(acc, {});
-    Value r = b.op_multi(
-        "stablehlo.scatter", {zeros(b, TensorType(acc, {v, d})), coords, upd},
-        {TensorType(acc, {v, d})},
-        "indices_are_sorted = false, scatter_dimension_numbers = #stablehlo.scatter<"
-        "inserted_window_dims = [0, 1], scatter_dims_to_operand_dims = [0, 1], "
-        "index_vector_dim = 1>, unique_indices = false",
-        {{{s, s}, [](FunctionBuilder& rb, const std::vector<Value>& a) -> std::vector<Value> {
-            return {rb.add(a[0], a[1])};
-          }}})[0];
+    Value r = b.scatter(zeros(b, TensorType(acc, {v, d})), coords, upd, {{}, {0, 1}, {0, 1}, 1},
+                        add_region);
     return {coerce(b, r, out)};
   }
   Bags bags = bags_of(b, indices, ctx.tensor(2), count, padding_idx);

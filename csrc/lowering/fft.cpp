@@ -8,12 +8,12 @@
 
 #include "lowering/elementwise_util.h"
 #include "lowering/lowering.h"
+#include "stablehlo/ops.h"
 
 namespace torchtpu::lowering {
 namespace {
 
-Value fft_1d(FunctionBuilder& b, Value x, int64_t dim, const char* kind, int64_t length,
-             ElementType result_dtype) {
+Value fft_1d(FunctionBuilder& b, Value x, int64_t dim, shlo::FftType kind, int64_t length) {
   const int64_t rank = x.rank();
   std::vector<int64_t> perm;
   for (int64_t i = 0; i < rank; ++i) {
@@ -23,20 +23,14 @@ Value fft_1d(FunctionBuilder& b, Value x, int64_t dim, const char* kind, int64_t
   std::vector<int64_t> inv(rank);
   for (int64_t i = 0; i < rank; ++i) inv[perm[i]] = i;
   Value t = b.transpose(x, perm);
-  std::vector<int64_t> shape = t.shape();
-  if (std::string(kind) == "RFFT") shape.back() = length / 2 + 1;
-  if (std::string(kind) == "IRFFT") shape.back() = length;
-  Value r = b.op("stablehlo.fft", {t}, TensorType(result_dtype, shape),
-                 std::string("fft_type = #stablehlo<fft_type ") + kind +
-                     ">, fft_length = " + shlo::i64_array({length}));
-  return b.transpose(r, inv);
+  return b.transpose(shlo::fft(b, t, kind, length), inv);
 }
 
 using ew::conj;
 
 Value c2c(FunctionBuilder& b, Value x, const std::vector<int64_t>& dims, bool forward) {
   if (!forward) x = conj(b, x);
-  for (int64_t d : dims) x = fft_1d(b, x, d, "FFT", x.shape()[d], x.dtype());
+  for (int64_t d : dims) x = fft_1d(b, x, d, shlo::FftType::kFft, x.shape()[d]);
   return forward ? x : conj(b, x);
 }
 
@@ -73,7 +67,7 @@ std::vector<Value> lower_r2c(LoweringContext& ctx) {
   Value r;
   if (ctx.bool_arg(3)) {
     int64_t last = dims.back();
-    r = fft_1d(b, x, last, "RFFT", x.shape()[last], out.dtype);
+    r = fft_1d(b, x, last, shlo::FftType::kRfft, x.shape()[last]);
     std::vector<int64_t> rest(dims.begin(), dims.end() - 1);
     r = c2c(b, r, rest, true);
   } else {
@@ -104,7 +98,7 @@ std::vector<Value> lower_c2r(LoweringContext& ctx) {
     shape[last] = need - have;
     x = b.concatenate({x, b.constant(0, TensorType(x.dtype(), shape))}, last);
   }
-  Value r = fft_1d(b, x, last, "IRFFT", last_size, out.dtype);
+  Value r = fft_1d(b, x, last, shlo::FftType::kIrfft, last_size);
   // XLA's IRFFT divides by the last dim's length; pocketfft's c2r does not.
   r = b.mul(r, b.constant(static_cast<double>(last_size), r.type));
   return {coerce(b, normalize(b, r, ctx.int_arg(2), n), out)};
@@ -115,7 +109,7 @@ std::vector<Value> lower_complex(LoweringContext& ctx) {
   const TensorType& out = ctx.out_type();
   TensorType part = out.with_dtype(shlo::complex_component(out.dtype));
   Value re = coerce(b, ctx.tensor(0), part), im = coerce(b, ctx.tensor(1), part);
-  return {b.op("stablehlo.complex", {re, im}, out)};
+  return {coerce(b, shlo::complex(b, re, im), out)};
 }
 
 std::vector<Value> lower_polar(LoweringContext& ctx) {
@@ -125,7 +119,7 @@ std::vector<Value> lower_polar(LoweringContext& ctx) {
   Value r = coerce(b, ctx.tensor(0), part), th = coerce(b, ctx.tensor(1), part);
   Value re = b.mul(r, b.unary("stablehlo.cosine", th));
   Value im = b.mul(r, b.unary("stablehlo.sine", th));
-  return {b.op("stablehlo.complex", {re, im}, out)};
+  return {coerce(b, shlo::complex(b, re, im), out)};
 }
 
 std::vector<Value> lower_conj_physical(LoweringContext& ctx) {

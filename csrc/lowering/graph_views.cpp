@@ -9,6 +9,7 @@
 #include "lowering/numbers.h"
 #include "lowering/scalar_fits.h"
 #include "lowering/strided.h"
+#include "stablehlo/ops.h"
 
 namespace torchtpu::lowering {
 namespace {
@@ -96,10 +97,7 @@ Value select_runtime(LoweringContext& ctx, Value x, int64_t dim) {
   std::vector<int64_t> sizes = x.shape();
   sizes[static_cast<size_t>(dim)] = 1;
   for (int64_t d = 0; d < x.rank(); ++d) starts.push_back(d == dim ? wrapped : zero);
-  std::vector<Value> operands = {x};
-  operands.insert(operands.end(), starts.begin(), starts.end());
-  return b.op("stablehlo.dynamic_slice", operands, x.type.with_shape(sizes),
-              "slice_sizes = " + shlo::i64_array(sizes));
+  return shlo::dynamic_slice(b, x, starts, sizes);
 }
 
 std::vector<Value> select(LoweringContext& ctx) {

@@ -14,6 +14,7 @@
 
 #include "lowering/common.h"
 #include "lowering/lowering.h"
+#include "stablehlo/ops.h"
 
 namespace torchtpu::lowering {
 namespace {
@@ -72,7 +73,7 @@ struct Sampler {
         b.binary("stablehlo.and", b.binary("stablehlo.shift_right_logical", bits, i64(29)), i64(1));
     Value r = b.binary("stablehlo.and", b.add(bits, b.add(i64(0x0FFFFFFF), lsb)),
                        i64(~int64_t{0x1FFFFFFF}));
-    Value finite = b.op("stablehlo.is_finite", {d}, TensorType(ElementType::kPred, nq()));
+    Value finite = shlo::is_finite(b, d);
     d = b.select(finite, b.bitcast_convert(r, ElementType::kF64), d);
     return b.convert(d, ElementType::kF32);  // exact: d has at most 24 significant bits
   }
@@ -89,7 +90,7 @@ struct Sampler {
   // a / d for a constant d, kept a true division (XLA would turn a division by a constant into
   // a multiplication by its rounded reciprocal, moving the floor of the quotient at the edges).
   Value exact_div(Value a, double d) {
-    Value dv = b.op_multi("stablehlo.optimization_barrier", {full(d)}, {a.type})[0];
+    Value dv = shlo::optimization_barrier(b, {full(d)})[0];
     return b.div(a, dv);
   }
   Value lt(Value a, Value x) { return b.compare(a, x, CompareDirection::kLT); }
@@ -173,26 +174,14 @@ struct Sampler {
   Value bcast(Value v) { return b.broadcast_in_dim(v, {n, q, c}, {0, 1}); }
   // Values at idx, (N, Q, C), zero where !mask.
   Value gather(const std::vector<Value>& idx, Value mask) {
-    Value r = b.op("stablehlo.gather", {input, coords(idx)}, TensorType(ct, {n, q, c}),
-                   "dimension_numbers = #stablehlo.gather<offset_dims = [2], "
-                   "collapsed_slice_dims = [0, 1], start_index_map = [0, 1], "
-                   "index_vector_dim = 2>, indices_are_sorted = false, slice_sizes = " +
-                       shlo::i64_array({1, 1, c}));
+    Value r = b.gather(input, coords(idx), {{2}, {0, 1}, {0, 1}, 2}, {1, 1, c},
+                       TensorType(ct, {n, q, c}));
     return b.select(bcast(mask), r, zeros(b, r.type));
   }
   // grad (N, P, C) += upd (N, Q, C) at idx where mask.
   Value scatter(Value grad, const std::vector<Value>& idx, Value mask, Value upd) {
     upd = b.select(bcast(mask), upd, zeros(b, upd.type));
-    TensorType scalar(ct, {});
-    return b.op_multi(
-        "stablehlo.scatter", {grad, coords(idx), upd}, {grad.type},
-        "indices_are_sorted = false, scatter_dimension_numbers = #stablehlo.scatter<"
-        "update_window_dims = [2], inserted_window_dims = [0, 1], "
-        "scatter_dims_to_operand_dims = [0, 1], index_vector_dim = 2>, unique_indices = false",
-        {{{scalar, scalar},
-          [](FunctionBuilder& rb, const std::vector<Value>& a) -> std::vector<Value> {
-            return {rb.add(a[0], a[1])};
-          }}})[0];
+    return b.scatter(grad, coords(idx), upd, {{2}, {0, 1}, {0, 1}, 2}, add_region);
   }
   // One scatter-add of K corners' updates, point-major then corner (the CPU kernel's order of
   // accumulation): coords (N, Q, 2) and masked updates (N, Q, C) per corner.
@@ -205,16 +194,7 @@ struct Sampler {
     }
     Value ci = b.reshape(b.concatenate(c4, 2), {n * q * k, 2});
     Value ui = b.reshape(b.concatenate(u4, 2), {n * q * k, c});
-    TensorType scalar(ct, {});
-    return b.op_multi(
-        "stablehlo.scatter", {grad, ci, ui}, {grad.type},
-        "indices_are_sorted = false, scatter_dimension_numbers = #stablehlo.scatter<"
-        "update_window_dims = [1], inserted_window_dims = [0, 1], "
-        "scatter_dims_to_operand_dims = [0, 1], index_vector_dim = 1>, unique_indices = false",
-        {{{scalar, scalar},
-          [](FunctionBuilder& rb, const std::vector<Value>& a) -> std::vector<Value> {
-            return {rb.add(a[0], a[1])};
-          }}})[0];
+    return b.scatter(grad, ci, ui, {{1}, {0, 1}, {0, 1}, 1}, add_region);
   }
   Value to_int(Value v) { return b.convert(v, ElementType::kS64); }
   Value sum_c(Value v) {

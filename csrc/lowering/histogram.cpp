@@ -4,6 +4,7 @@
 // aten/bincount.cpp): torchtpu::bincount_max sizes the result, torchtpu::bincount_static counts.
 #include <limits>
 
+#include "lowering/common.h"
 #include "lowering/lowering.h"
 #include "lowering/sorting.h"
 
@@ -16,15 +17,7 @@ using shlo::CompareDirection;
 // as the CPU kernels' loops add.
 Value scatter_add(FunctionBuilder& b, Value bins, Value idx, Value upd) {
   int64_t m = idx.type.numel();
-  TensorType sc(bins.dtype(), {});
-  return b.op_multi(
-      "stablehlo.scatter", {bins, b.reshape(idx, {m, 1}), upd}, {bins.type},
-      "indices_are_sorted = false, scatter_dimension_numbers = #stablehlo.scatter<"
-      "inserted_window_dims = [0], scatter_dims_to_operand_dims = [0], index_vector_dim = 1>, "
-      "unique_indices = false",
-      {{{sc, sc}, [](FunctionBuilder& rb, const std::vector<Value>& a) -> std::vector<Value> {
-          return {rb.add(a[0], a[1])};
-        }}})[0];
+  return b.scatter(bins, b.reshape(idx, {m, 1}), upd, {{}, {0}, {0}, 1}, add_region);
 }
 
 // histogram_from_edges(self (M, D), edges[D], weight (M)?, density) -> hist (n_0, ..., n_D-1)

@@ -20,6 +20,7 @@
 
 #include "lowering/common.h"
 #include "lowering/lowering.h"
+#include "stablehlo/ops.h"
 
 namespace torchtpu::lowering {
 namespace {
@@ -110,11 +111,7 @@ Value eye(FunctionBuilder& b, const TensorType& t) {
 // Solves op(a) x = rhs (left) or x op(a) = rhs; a and rhs share their batch dims.
 Value tri_solve(FunctionBuilder& b, Value a, Value rhs, bool left, bool lower, bool unit,
                 bool transpose) {
-  std::string attrs =
-      std::string("left_side = ") + (left ? "true" : "false") +
-      ", lower = " + (lower ? "true" : "false") + ", unit_diagonal = " + (unit ? "true" : "false") +
-      ", transpose_a = #stablehlo<transpose " + (transpose ? "TRANSPOSE" : "NO_TRANSPOSE") + ">";
-  return b.op("stablehlo.triangular_solve", {a, rhs}, rhs.type, attrs);
+  return shlo::triangular_solve(b, a, rhs, {left, lower, unit, transpose});
 }
 
 // PyTorch factors A^T when A is contiguous (det, slogdet; not solve) and its backward formulas
@@ -204,8 +201,7 @@ Value first_failing_minor(FunctionBuilder& b, Value a, Value failed) {
                             fb.compare(cols, k, CompareDirection::kLT));
         Value eye_m = fb.convert(eq(fb, rows, cols), m.dtype());
         Value padded = fb.select(inside, m, eye_m);
-        Value pd = fb.unary("stablehlo.not", factor_failed(fb, fb.op("stablehlo.cholesky", {padded},
-                                                                     padded.type, "lower = true")));
+        Value pd = lnot(fb, factor_failed(fb, shlo::cholesky(fb, padded, true)));
         Value act = active(fb, l, h);
         Value up = land(fb, act, pd);
         Value down = land(fb, act, fb.unary("stablehlo.not", pd));
@@ -217,7 +213,7 @@ Value first_failing_minor(FunctionBuilder& b, Value a, Value failed) {
 // Lower factor, upper triangle zeroed; info = the order of the first leading minor that is not
 // positive-definite, else 0 (LAPACK potrf's info, as the CPU reports it).
 std::pair<Value, Value> cholesky(FunctionBuilder& b, Value a, const TensorType& info_type) {
-  Value l = b.op("stablehlo.cholesky", {a}, a.type, "lower = true");
+  Value l = shlo::cholesky(b, a, true);
   l = triangle(b, l, true);
   Value info = first_failing_minor(b, a, factor_failed(b, l));
   return {l, coerce(b, info, info_type)};
@@ -781,8 +777,7 @@ std::vector<Value> lower_matrix_exp(LoweringContext& ctx) {
                      b.div(b.unary("stablehlo.log", norm), b.constant(std::log(2.0), norm.type)));
   sc = b.max(sc, zeros(b, sc.type));
   // NaN/inf norms: no scaling (the result is NaN/inf anyway)
-  sc = b.select(b.op("stablehlo.is_finite", {sc}, sc.type.with_dtype(ElementType::kPred)), sc,
-                zeros(b, sc.type));
+  sc = b.select(shlo::is_finite(b, sc), sc, zeros(b, sc.type));
   Value scale = b.binary("stablehlo.power", b.constant(2, sc.type), sc);
   Value as = b.div(a, from_batch(b, scale, shape));
   Value id = eye(b, a.type);

@@ -17,6 +17,7 @@
 #include "lowering/common.h"
 #include "lowering/elementwise_util.h"
 #include "lowering/lowering.h"
+#include "stablehlo/ops.h"
 
 namespace torchtpu::lowering {
 namespace {
@@ -144,9 +145,7 @@ std::vector<Value> lower_angle(LoweringContext& ctx) {
   FunctionBuilder& b = ctx.b;
   if (shlo::is_complex(ctx.tensor(0).dtype())) {  // atan2(imag, real)
     Value z = ctx.tensor(0);
-    TensorType rt = z.type.with_dtype(shlo::complex_component(z.dtype()));
-    Value a = b.binary("stablehlo.atan2", b.op("stablehlo.imag", {z}, rt),
-                       b.op("stablehlo.real", {z}, rt));
+    Value a = b.binary("stablehlo.atan2", shlo::imag(b, z), shlo::real(b, z));
     return {coerce(b, a, ctx.out_type())};
   }
   ElementType ct = opmath_type(ctx.out_type().dtype);

@@ -24,15 +24,12 @@
 #include "lowering/common.h"
 #include "lowering/lowering.h"
 #include "lowering/taps.h"
+#include "stablehlo/ops.h"
 
 namespace torchtpu::lowering {
 namespace {
 
 using shlo::CompareDirection;
-
-std::string padding_attr(size_t rank) {
-  return "dense<0> : tensor<" + std::to_string(rank) + "x2xi64>";
-}
 
 // reduce_window over all dims of `inputs` (no padding: callers pad explicitly).
 std::vector<Value> reduce_window(FunctionBuilder& b, const std::vector<Value>& inputs,
@@ -41,25 +38,7 @@ std::vector<Value> reduce_window(FunctionBuilder& b, const std::vector<Value>& i
                                  const std::vector<int64_t>& strides,
                                  const std::vector<int64_t>& dilations,
                                  const shlo::RegionFn& body) {
-  const Value& x = inputs[0];
-  std::vector<int64_t> shape;
-  for (size_t i = 0; i < window.size(); ++i) {
-    int64_t span = dilations[i] * (window[i] - 1) + 1;
-    int64_t n = x.shape()[i] < span ? 0 : (x.shape()[i] - span) / strides[i] + 1;
-    shape.push_back(n);
-  }
-  std::vector<TensorType> results, block;
-  for (const Value& v : inputs) results.push_back(v.type.with_shape(shape));
-  for (int pass = 0; pass < 2; ++pass) {
-    for (const Value& v : inputs) block.push_back(TensorType(v.dtype(), {}));
-  }
-  std::vector<Value> operands = inputs;
-  operands.insert(operands.end(), inits.begin(), inits.end());
-  std::string attrs = "padding = " + padding_attr(window.size()) +
-                      ", window_dilations = " + shlo::i64_array(dilations) +
-                      ", window_dimensions = " + shlo::i64_array(window) +
-                      ", window_strides = " + shlo::i64_array(strides);
-  return b.op_multi("stablehlo.reduce_window", operands, results, attrs, {{block, body}});
+  return shlo::reduce_window(b, inputs, inits, {window, strides, {}, dilations, {}}, body);
 }
 
 Value window_sum(FunctionBuilder& b, Value x, const std::vector<int64_t>& window,
@@ -229,16 +208,8 @@ Value scatter_planes(FunctionBuilder& b, Value grad, Value indices, const Tensor
   Value coords = b.reshape(b.concatenate({plane, flat}, 2), {planes * m, 2});
   Value updates = b.reshape(b.convert(grad, acc), {planes * m});
   Value base = zeros(b, TensorType(acc, {planes, plane_size}));
-  TensorType scalar(acc, {});
   Value r =
-      b.op_multi("stablehlo.scatter", {base, coords, updates}, {base.type},
-                 "indices_are_sorted = false, scatter_dimension_numbers = #stablehlo.scatter<"
-                 "inserted_window_dims = [0, 1], scatter_dims_to_operand_dims = [0, 1], "
-                 "index_vector_dim = 1>, unique_indices = false",
-                 {{{scalar, scalar},
-                   [add](FunctionBuilder& rb, const std::vector<Value>& a) -> std::vector<Value> {
-                     return {add ? rb.add(a[0], a[1]) : a[1]};
-                   }}})[0];
+      b.scatter(base, coords, updates, {{}, {0, 1}, {0, 1}, 1}, add ? add_region : replace_region);
   return b.convert(b.reshape(r, in_type.shape), in_type.dtype);
 }
 
@@ -458,17 +429,7 @@ std::vector<Value> lower_adaptive_max_pool(LoweringContext& ctx, size_t nd) {
       for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
         if (d != dim && d != dim + 1) offset_dims.push_back(d);
       }
-      std::string od;
-      for (size_t j = 0; j < offset_dims.size(); ++j) {
-        od += (j ? ", " : "") + std::to_string(offset_dims[j]);
-      }
-      std::string dn = "dimension_numbers = #stablehlo.gather<" +
-                       (od.empty() ? std::string() : "offset_dims = [" + od + "], ") +
-                       "collapsed_slice_dims = [" + std::to_string(dim) + "], start_index_map = [" +
-                       std::to_string(dim) +
-                       "], index_vector_dim = 2>, indices_are_sorted = false, slice_sizes = " +
-                       shlo::i64_array(slice);
-      return b.op("stablehlo.gather", {v, pos}, v.type.with_shape(shape), dn);
+      return b.gather(v, pos, {offset_dims, {dim}, {dim}, 2}, slice, v.type.with_shape(shape));
     };
     vals = gather(vals);
     idx = gather(idx);

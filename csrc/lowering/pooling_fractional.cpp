@@ -87,11 +87,8 @@ LoweringFn fractional_max_pool(size_t nd) {
     Value plane = b.iota(TensorType(ElementType::kS64, {planes, o_all, k_all, 1}), 0);
     Value coords = b.concatenate({plane, flat3}, 3);
     Value xs = b.reshape(x, {planes, plane_size});
-    Value vals =
-        b.op("stablehlo.gather", {xs, coords}, TensorType(x.dtype(), {planes, o_all, k_all}),
-             "dimension_numbers = #stablehlo.gather<collapsed_slice_dims = [0, 1], "
-             "start_index_map = [0, 1], index_vector_dim = 3>, indices_are_sorted = "
-             "false, slice_sizes = array<i64: 1, 1>");
+    Value vals = b.gather(xs, coords, {{}, {0, 1}, {0, 1}, 3}, {1, 1},
+                          TensorType(x.dtype(), {planes, o_all, k_all}));
     Value idx = b.reshape(flat, {planes, o_all, k_all});
     Value k = b.iota(TensorType(ElementType::kS64, {planes, o_all, k_all}), 2);
     TensorType vs(x.dtype(), {}), is(ElementType::kS64, {});

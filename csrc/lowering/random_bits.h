@@ -8,21 +8,19 @@
 #include <vector>
 
 #include "lowering/lowering.h"
+#include "stablehlo/ops.h"
 
 namespace torchtpu::lowering {
 
 // `shape` random bits of `bits` type (ui32 or ui64) from `state`, a tensor<2xui64>.
 inline Value random_bits_from_state(FunctionBuilder& b, Value state,
                                     const std::vector<int64_t>& shape, ElementType bits) {
-  const TensorType state_t(ElementType::kU64, {2});
-  const std::string algo = "rng_algorithm = #stablehlo<rng_algorithm THREE_FRY>";
   // ThreeFry uses the state as (key, counter) and counts up from the counter, so states whose
   // offsets differ by less than the draw size would yield overlapping, shifted streams. One
   // extra block hashes (seed, offset) into a fresh (key, counter) pair, which decorrelates
   // consecutive offsets whatever step the runtime advances them by.
-  Value hashed = b.op_multi("stablehlo.rng_bit_generator", {state}, {state_t, state_t}, algo)[1];
-  return b.op_multi("stablehlo.rng_bit_generator", {hashed}, {state_t, TensorType(bits, shape)},
-                    algo)[1];
+  Value hashed = shlo::rng_bit_generator(b, state, state.type).second;
+  return shlo::rng_bit_generator(b, hashed, TensorType(bits, shape)).second;
 }
 
 // Uniform [0, 1) in `ct` from the low `digits` bits of a draw, as

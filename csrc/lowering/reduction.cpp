@@ -12,6 +12,7 @@
 #include "lowering/common.h"
 #include "lowering/elementwise_util.h"
 #include "lowering/lowering.h"
+#include "stablehlo/ops.h"
 
 namespace torchtpu::lowering {
 namespace {
@@ -399,24 +400,13 @@ LoweringFn scan(const char* body_op, double init, CombineFn combine = nullptr) {
     int64_t dim = wrap_dim(ctx.int_arg(1), x.rank());
     if (x.rank() == 0 || x.type.numel() == 0) return {finish_reduced(ctx, x)};
     int64_t n = x.shape()[static_cast<size_t>(dim)];
-    std::vector<int64_t> window(static_cast<size_t>(x.rank()), 1), strides = window;
-    window[static_cast<size_t>(dim)] = n;
-    std::string padding = "padding = dense<[";
-    for (int64_t i = 0; i < x.rank(); ++i) {
-      padding += (i ? ", [" : "[") + std::to_string(i == dim ? n - 1 : 0) + ", 0]";
-    }
-    padding += "]> : tensor<" + std::to_string(x.rank()) + "x2xi64>";
-    std::string attrs = "window_dimensions = " + shlo::i64_array(window) +
-                        ", window_strides = " + shlo::i64_array(strides) + ", " + padding;
     Value init_v = cst(b, init, acc);
-    TensorType s(acc, {});
-    Value r = b.op_multi("stablehlo.reduce_window", {x, init_v}, {x.type}, attrs,
-                         {{{s, s},
-                           [body_op, combine](FunctionBuilder& rb,
-                                              const std::vector<Value>& a) -> std::vector<Value> {
-                             if (combine) return {combine(rb, a[0], a[1])};
-                             return {rb.binary(body_op, a[0], a[1])};
-                           }}})[0];
+    Value r = shlo::reduce_window(
+        b, {x}, {init_v}, scan_window(x.rank(), dim, n),
+        [body_op, combine](FunctionBuilder& rb, const std::vector<Value>& a) -> std::vector<Value> {
+          if (combine) return {combine(rb, a[0], a[1])};
+          return {rb.binary(body_op, a[0], a[1])};
+        })[0];
     return {finish_reduced(ctx, r)};
   };
 }
@@ -526,16 +516,7 @@ LoweringFn cum_extreme(bool is_max) {
     }
     int64_t n = x.shape()[static_cast<size_t>(dim)];
     Value idx = b.iota(x.type.with_dtype(ElementType::kS64), dim);
-    std::vector<int64_t> window(static_cast<size_t>(x.rank()), 1), strides = window;
-    window[static_cast<size_t>(dim)] = n;
-    std::string padding = "padding = dense<[";
-    for (int64_t i = 0; i < x.rank(); ++i) {
-      padding += (i ? ", [" : "[") + std::to_string(i == dim ? n - 1 : 0) + ", 0]";
-    }
-    padding += "]> : tensor<" + std::to_string(x.rank()) + "x2xi64>";
-    std::string attrs = "window_dimensions = " + shlo::i64_array(window) +
-                        ", window_strides = " + shlo::i64_array(strides) + ", " + padding;
-    TensorType vs(x.dtype(), {}), is(ElementType::kS64, {});
+    TensorType is(ElementType::kS64, {});
     Value init_v = extreme(b, x.dtype(), is_max);
     Value init_i = b.constant_int(-1, is);
     bool fp = shlo::is_float(x.dtype());
@@ -555,8 +536,8 @@ LoweringFn cum_extreme(bool is_max) {
       }
       return {rb.select(pick_a, av, bv), rb.select(pick_a, ai, bi)};
     };
-    std::vector<Value> r = b.op_multi("stablehlo.reduce_window", {x, idx, init_v, init_i},
-                                      {x.type, idx.type}, attrs, {{{vs, is, vs, is}, body}});
+    std::vector<Value> r =
+        shlo::reduce_window(b, {x, idx}, {init_v, init_i}, scan_window(x.rank(), dim, n), body);
     return {finish_reduced(ctx, r[0], 0), finish_reduced(ctx, r[1], 1)};
   };
 }

@@ -10,6 +10,7 @@
 #include "lowering/lowering.h"
 #include "lowering/numbers.h"
 #include "lowering/scalar_fits.h"
+#include "stablehlo/ops.h"
 
 namespace torchtpu::lowering {
 namespace {
@@ -70,7 +71,7 @@ std::vector<Value> lower_flip(LoweringContext& ctx) {
   std::sort(dims.begin(), dims.end());
   dims.erase(std::unique(dims.begin(), dims.end()), dims.end());
   if (dims.empty()) return {x};
-  return {ctx.b.op("stablehlo.reverse", {x}, x.type, "dimensions = " + shlo::i64_array(dims))};
+  return {shlo::reverse(ctx.b, x, dims)};
 }
 
 // Rotates `x` by `shift` along `dim`: the last `shift` elements move to the front.
@@ -100,12 +101,10 @@ Value roll_dim_runtime(FunctionBuilder& b, Value x, Value shift, int64_t dim) {
   Value s = b.binary("stablehlo.remainder", b.add(rem, size), size);
   Value start = b.sub(size, s);
   Value doubled = b.concatenate({x, x}, dim);
-  std::vector<Value> operands = {doubled};
-  for (int64_t d = 0; d < x.rank(); ++d) {
-    operands.push_back(d == dim ? start : b.constant_int(0, s64));
-  }
-  return b.op("stablehlo.dynamic_slice", operands, x.type,
-              "slice_sizes = " + shlo::i64_array(x.shape()));
+  std::vector<Value> starts;
+  for (int64_t d = 0; d < x.rank(); ++d)
+    starts.push_back(d == dim ? start : b.constant_int(0, s64));
+  return shlo::dynamic_slice(b, doubled, starts, x.shape());
 }
 
 std::vector<Value> lower_roll(LoweringContext& ctx) {

@@ -2,6 +2,9 @@
 // PyTorch's derivative formulas (scatter of the incoming gradient by the returned indices).
 #include "lowering/sorting.h"
 
+#include "lowering/common.h"
+#include "stablehlo/ops.h"
+
 namespace torchtpu::lowering {
 
 Value sort_goes_first(FunctionBuilder& b, Value lhs, Value rhs, bool descending) {
@@ -41,15 +44,8 @@ std::vector<Value> compact_selected(FunctionBuilder& b, Value key,
 Value prefix_sum(FunctionBuilder& b, Value x) {
   int64_t n = x.shape().at(0);
   if (n <= 1) return x;
-  std::string attrs = "window_dimensions = " + shlo::i64_array({n}) +
-                      ", window_strides = " + shlo::i64_array({1}) + ", padding = dense<[[" +
-                      std::to_string(n - 1) + ", 0]]> : tensor<1x2xi64>";
-  TensorType s(x.dtype(), {});
-  return b.op_multi(
-      "stablehlo.reduce_window", {x, b.constant(0, s)}, {x.type}, attrs,
-      {{{s, s}, [](FunctionBuilder& rb, const std::vector<Value>& a) -> std::vector<Value> {
-          return {rb.add(a[0], a[1])};
-        }}})[0];
+  return shlo::reduce_window(b, {x}, {b.constant(0, TensorType(x.dtype(), {}))},
+                             scan_window(1, 0, n), add_region)[0];
 }
 
 namespace {

@@ -1,8 +1,10 @@
 // Order statistics and searches built on the sort family: median, nanmedian, mode,
 // searchsorted, bucketize, isin, and the static half of repeat_interleave (its count program and
 // host sync are in aten/data_dependent.cpp). Selections by a computed position are gathers.
+#include "lowering/common.h"
 #include "lowering/lowering.h"
 #include "lowering/sorting.h"
+#include "stablehlo/ops.h"
 
 namespace torchtpu::lowering {
 
@@ -32,12 +34,8 @@ Value pick(FunctionBuilder& b, Value x, Value pos) {
   int64_t r = x.shape()[0], n = x.shape()[1], m = pos.shape()[1];
   TensorType idx_t(ElementType::kS64, {r, m});
   Value flat_idx = b.add(pos, b.mul(b.iota(idx_t, 0), b.constant_int(n, idx_t)));
-  Value out = b.op("stablehlo.gather", {b.reshape(x, {r * n}), b.reshape(flat_idx, {r * m, 1})},
-                   x.type.with_shape({r * m}),
-                   "dimension_numbers = #stablehlo.gather<collapsed_slice_dims = [0], "
-                   "start_index_map = [0], index_vector_dim = 1>, indices_are_sorted = false, "
-                   "slice_sizes = " +
-                       shlo::i64_array({1}));
+  Value out = b.gather(b.reshape(x, {r * n}), b.reshape(flat_idx, {r * m, 1}), {{}, {0}, {0}, 1},
+                       {1}, x.type.with_shape({r * m}));
   return b.reshape(out, {r, m});
 }
 
@@ -138,16 +136,11 @@ std::vector<Value> lower_mode(LoweringContext& ctx) {
   // Start of each element's run: a running max of the run-start positions.
   Value start = b.select(is_new, iota, zero);
   if (n > 1) {
-    std::string attrs = "window_dimensions = " + shlo::i64_array({1, n}) +
-                        ", window_strides = " + shlo::i64_array({1, 1}) +
-                        ", padding = dense<[[0, 0], [" + std::to_string(n - 1) +
-                        ", 0]]> : tensor<2x2xi64>";
-    TensorType sc(ElementType::kS64, {});
-    start = b.op_multi(
-        "stablehlo.reduce_window", {start, b.constant_int(0, sc)}, {start.type}, attrs,
-        {{{sc, sc}, [](FunctionBuilder& rb, const std::vector<Value>& a) -> std::vector<Value> {
-            return {rb.max(a[0], a[1])};
-          }}})[0];
+    start = shlo::reduce_window(
+        b, {start}, {b.constant_int(0, TensorType(ElementType::kS64, {}))}, scan_window(2, 1, n),
+        [](FunctionBuilder& rb, const std::vector<Value>& a) -> std::vector<Value> {
+          return {rb.max(a[0], a[1])};
+        })[0];
   }
   Value freq = b.add(b.sub(iota, start), b.constant_int(1, s64({r, n})));
   Value score = b.select(is_end, freq, zero);

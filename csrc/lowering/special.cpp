@@ -145,31 +145,6 @@ std::vector<Value> lower_mvlgamma(LoweringContext& ctx) {
   return {coerce(b, r, ctx.out_type())};
 }
 
-// Elementwise `while (any(active(state))) state = step(state)`; each step updates only the
-// elements still active, so every element runs exactly its own scalar loop.
-using State = std::vector<Value>;
-State elementwise_while(FunctionBuilder& b, State init,
-                        std::function<Value(FunctionBuilder&, const State&)> active,
-                        std::function<State(FunctionBuilder&, const State&, Value)> step) {
-  std::vector<TensorType> types;
-  for (const Value& v : init) types.push_back(v.type);
-  auto cond = [active](FunctionBuilder& ib, const std::vector<Value>& st) -> std::vector<Value> {
-    Value act = active(ib, st);
-    std::vector<int64_t> dims(static_cast<size_t>(act.rank()));
-    for (size_t d = 0; d < dims.size(); ++d) dims[d] = static_cast<int64_t>(d);
-    Value none = ib.constant(0, TensorType(ElementType::kPred, {}));
-    return {ib.reduce_simple(act, none, dims, "stablehlo.or")};
-  };
-  auto body = [active, step](FunctionBuilder& ib,
-                             const std::vector<Value>& st) -> std::vector<Value> {
-    Value act = active(ib, st);
-    State next = step(ib, st, act);
-    for (size_t k = 0; k < next.size(); ++k) next[k] = ib.select(act, next[k], st[k]);
-    return next;
-  };
-  return b.op_multi("stablehlo.while", init, types, "", {{types, cond}, {types, body}});
-}
-
 // Hurwitz zeta(x, q): at::native::zeta (Cephes) step for step, in f64 like CPU's accumulate
 // type: direct sum until q + i > 9 (or convergence), then Euler-Maclaurin with 12 terms.
 Value zeta(FunctionBuilder& b, Value x_in, Value q_in) {

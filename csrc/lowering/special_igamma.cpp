@@ -254,35 +254,10 @@ constexpr double kLanczosG = 6.024680040776729583740234375;
 constexpr double kExp1 = 2.718281828459045;
 constexpr double kMaxIter = 2000;
 
-using State = std::vector<Value>;
 using Dir = CompareDirection;
 
 Value c(FunctionBuilder& b, double v, const Value& like) { return cst(b, v, like); }
 Value un(FunctionBuilder& b, const char* op, Value x) { return b.unary(op, x); }
-
-// Elementwise `while (any(active(state))) state = step(state)`; inactive elements keep their
-// state, so each element runs its own scalar loop.
-State elementwise_while(FunctionBuilder& b, State init,
-                        std::function<Value(FunctionBuilder&, const State&)> active,
-                        std::function<State(FunctionBuilder&, const State&)> step) {
-  std::vector<TensorType> types;
-  for (const Value& v : init) types.push_back(v.type);
-  auto cond = [active](FunctionBuilder& ib, const std::vector<Value>& st) -> std::vector<Value> {
-    Value act = active(ib, st);
-    std::vector<int64_t> dims(static_cast<size_t>(act.rank()));
-    for (size_t d = 0; d < dims.size(); ++d) dims[d] = static_cast<int64_t>(d);
-    Value none = ib.constant(0, TensorType(ElementType::kPred, {}));
-    return {ib.reduce_simple(act, none, dims, "stablehlo.or")};
-  };
-  auto body = [active, step](FunctionBuilder& ib,
-                             const std::vector<Value>& st) -> std::vector<Value> {
-    Value act = active(ib, st);
-    State next = step(ib, st);
-    for (size_t k = 0; k < next.size(); ++k) next[k] = ib.select(act, next[k], st[k]);
-    return next;
-  };
-  return b.op_multi("stablehlo.while", init, types, "", {{types, cond}, {types, body}});
-}
 
 // ratevl(x, num, 12, den, 12) of lanczos_sum_expg_scaled.
 Value lanczos(FunctionBuilder& b, Value x) {
@@ -325,7 +300,7 @@ Value igam_series(FunctionBuilder& b, Value a, Value x, Value skip) {
       [](FunctionBuilder& fb, const State& s) {
         return land(fb, lnot(fb, s[4]), cmp(fb, s[3], c(fb, kMaxIter, s[3]), Dir::kLT));
       },
-      [x](FunctionBuilder& fb, const State& s) -> State {
+      [x](FunctionBuilder& fb, const State& s, Value) -> State {
         Value r = fb.add(s[0], c(fb, 1, s[0]));
         Value cc = fb.mul(s[1], fb.div(x, r));
         Value ans = fb.add(s[2], cc);
@@ -343,7 +318,7 @@ Value igamc_series(FunctionBuilder& b, Value a, Value x, Value skip) {
       [](FunctionBuilder& fb, const State& s) {
         return land(fb, lnot(fb, s[3]), cmp(fb, s[0], c(fb, kMaxIter, s[0]), Dir::kLT));
       },
-      [a, x](FunctionBuilder& fb, const State& s) -> State {
+      [a, x](FunctionBuilder& fb, const State& s, Value) -> State {
         Value n = s[0];
         Value fac = fb.mul(s[1], fb.div(fb.neg(x), n));
         Value term = fb.div(fac, fb.add(a, n));
@@ -374,7 +349,7 @@ Value igamc_cf(FunctionBuilder& b, Value a, Value x, Value skip) {
       [](FunctionBuilder& fb, const State& s) {
         return land(fb, lnot(fb, s[9]), cmp(fb, s[8], c(fb, kMaxIter, s[8]), Dir::kLT));
       },
-      [](FunctionBuilder& fb, const State& s) -> State {
+      [](FunctionBuilder& fb, const State& s, Value) -> State {
         Value cc = fb.add(s[0], c(fb, 1, s[0]));
         Value yy = fb.add(s[1], c(fb, 1, s[1]));
         Value zz = fb.add(s[2], c(fb, 2, s[2]));

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <numeric>
 
+#include "lowering/common.h"
+#include "stablehlo/ops.h"
+
 namespace torchtpu::lowering {
 namespace {
 
@@ -27,8 +30,7 @@ Value offset_as(FunctionBuilder& b, const StridedView& view, ElementType t) {
 Value slice_at(FunctionBuilder& b, Value flat, const StridedView& view, int64_t size) {
   if (!view.offset_value) return b.slice(flat, {view.offset}, {view.offset + size}, {1});
   Value start = offset_as(b, view, index_type_for(flat.shape()[0]));
-  return b.op("stablehlo.dynamic_slice", {flat, start}, flat.type.with_shape({size}),
-              "slice_sizes = " + shlo::i64_array({size}));
+  return shlo::dynamic_slice(b, flat, {start}, {size});
 }
 
 // `flat` with flat[offset, offset + numel(update)) replaced by the 1-D `update`.
@@ -191,8 +193,8 @@ Value reinterpret(FunctionBuilder& b, Value base, ElementType want) {
     TensorType ct = base.type.with_dtype(c);
     std::vector<int64_t> pair_shape = base.shape();
     pair_shape.push_back(1);
-    Value re = b.reshape(b.op("stablehlo.real", {base}, ct), pair_shape);
-    Value im = b.reshape(b.op("stablehlo.imag", {base}, ct), pair_shape);
+    Value re = b.reshape(shlo::real(b, base), pair_shape);
+    Value im = b.reshape(shlo::imag(b, base), pair_shape);
     Value pairs = b.concatenate({re, im}, static_cast<int64_t>(pair_shape.size()) - 1);
     return reinterpret(b, b.reshape(pairs, {numel_of(pairs.shape())}), want);
   }
@@ -203,7 +205,7 @@ Value reinterpret(FunctionBuilder& b, Value base, ElementType want) {
     Value pairs = b.reshape(parts, {n, 2});
     Value re = b.reshape(b.slice(pairs, {0, 0}, {n, 1}, {1, 1}), {n});
     Value im = b.reshape(b.slice(pairs, {0, 1}, {n, 2}, {1, 1}), {n});
-    return b.op("stablehlo.complex", {re, im}, TensorType(want, {n}));
+    return shlo::complex(b, re, im);
   }
   const int have_bits = shlo::bit_width(base.dtype()) == 1 ? 8 : shlo::bit_width(base.dtype());
   const int want_bits = shlo::bit_width(want) == 1 ? 8 : shlo::bit_width(want);
@@ -218,10 +220,10 @@ Value reinterpret(FunctionBuilder& b, Value base, ElementType want) {
     // Several small elements form one large one: [n] -> [n/r, r] -> [n/r].
     int64_t r = want_bits / have_bits;
     Value grouped = b.reshape(flat, {n / r, r});
-    out = b.op("stablehlo.bitcast_convert", {grouped}, TensorType(target, {n / r}));
+    out = shlo::bitcast_convert(b, grouped, TensorType(target, {n / r}));
   } else {
     int64_t r = have_bits / want_bits;
-    Value split = b.op("stablehlo.bitcast_convert", {flat}, TensorType(target, {n, r}));
+    Value split = shlo::bitcast_convert(b, flat, TensorType(target, {n, r}));
     out = b.reshape(split, {n * r});
   }
   return want == ElementType::kPred ? b.convert(out, ElementType::kPred) : out;
@@ -240,10 +242,7 @@ Value read_view(FunctionBuilder& b, Value base, const StridedView& view) {
   if (try_structured_read(b, flat, view, &out)) return out;
   ElementType it = index_type_for(n);
   Value idx = flat_indices(b, view, it);
-  Value gathered = b.op("stablehlo.gather", {flat, idx}, TensorType(base.dtype(), {count}),
-                        "dimension_numbers = #stablehlo.gather<collapsed_slice_dims = [0], "
-                        "start_index_map = [0], index_vector_dim = 1>, slice_sizes = " +
-                            shlo::i64_array({1}) + ", indices_are_sorted = false");
+  Value gathered = b.gather(flat, idx, {{}, {0}, {0}, 1}, {1}, TensorType(base.dtype(), {count}));
   return b.reshape(gathered, view.sizes);
 }
 
@@ -260,16 +259,7 @@ Value write_view(FunctionBuilder& b, Value base, const StridedView& view, Value 
   } else if (!try_structured_write(b, flat, view, update, &result)) {
     ElementType it = index_type_for(n);
     Value idx = flat_indices(b, view, it);
-    TensorType scalar(base.dtype(), {});
-    result = b.op_multi(
-        "stablehlo.scatter", {flat, idx, upd}, {flat.type},
-        "scatter_dimension_numbers = #stablehlo.scatter<inserted_window_dims = [0], "
-        "scatter_dims_to_operand_dims = [0], index_vector_dim = 1>, indices_are_sorted = false, "
-        "unique_indices = false",
-        {{{scalar, scalar},
-          [](FunctionBuilder&, const std::vector<Value>& args) -> std::vector<Value> {
-            return {args[1]};
-          }}})[0];
+    result = b.scatter(flat, idx, upd, {{}, {0}, {0}, 1}, replace_region);
   }
   return b.reshape(result, base.shape());
 }

@@ -7,6 +7,8 @@
 #include <string>
 #include <utility>
 
+#include "stablehlo/ops.h"
+
 namespace torchtpu::lowering {
 
 using shlo::ElementType;
@@ -15,14 +17,7 @@ using shlo::Value;
 
 Value dense_values(shlo::FunctionBuilder& b, const std::vector<double>& v,
                    const std::vector<int64_t>& shape, ElementType t) {
-  TensorType flat(t, {static_cast<int64_t>(v.size())});
-  bool fp = shlo::is_float(t);
-  std::string s = "value = dense<[";
-  for (size_t i = 0; i < v.size(); ++i) {
-    s += (i ? ", " : "") + (fp ? shlo::scalar_literal(v[i], t)
-                               : shlo::scalar_literal_int(static_cast<int64_t>(v[i]), t));
-  }
-  return b.reshape(b.op("stablehlo.constant", {}, flat, s + "]> : " + flat.str()), shape);
+  return shlo::constant_values(b, v, TensorType(t, shape));
 }
 
 void Taps::add(size_t k, int64_t index, double weight) {
@@ -49,13 +44,8 @@ Value gather_taps(shlo::FunctionBuilder& b, Value x, int64_t dim, Value index) {
   for (int64_t d = 0; d < x.rank() + 1; ++d) {
     if (d != dim && d != dim + 1) offset_dims.push_back(d);
   }
-  std::string dn =
-      "dimension_numbers = #stablehlo.gather<" +
-      (offset_dims.empty() ? std::string() : "offset_dims = [" + join(offset_dims) + "], ") +
-      "collapsed_slice_dims = [" + std::to_string(dim) + "], start_index_map = [" +
-      std::to_string(dim) + "], index_vector_dim = 2>, indices_are_sorted = false, slice_sizes = " +
-      shlo::i64_array(slice);
-  return b.op("stablehlo.gather", {x, b.reshape(index, {n, k, 1})}, x.type.with_shape(shape), dn);
+  return b.gather(x, b.reshape(index, {n, k, 1}), {offset_dims, {dim}, {dim}, 2}, slice,
+                  x.type.with_shape(shape));
 }
 
 }  // namespace

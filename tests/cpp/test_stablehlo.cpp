@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "stablehlo/builder.h"
+#include "stablehlo/ops.h"
 #include "stablehlo/user_module.h"
 
 using namespace torchtpu::shlo;
@@ -230,4 +231,57 @@ TEST(ModuleBuilderTest, ModuleFunctionsFollowMainOnce) {
   EXPECT_NE(s.find("\"func.call\"(%v0) {callee = @u_main}"), std::string::npos);
   EXPECT_EQ(s.find("@u_main(%arg0"), s.rfind("@u_main(%arg0"));
   EXPECT_LT(s.find("func.func public @main"), s.find("func.func private @u_main"));
+}
+
+// The typed structured ops derive their result types and print their attributes
+// themselves.
+TEST(TypedOpsTest, GatherAndScatterPrintTheirDimensionNumbers) {
+  ModuleBuilder m;
+  auto& f = m.main();
+  Value x = f.add_argument(TensorType(ElementType::kF32, {5, 3}));
+  Value idx = f.add_argument(TensorType(ElementType::kS64, {4, 1}));
+  Value g = f.gather(x, idx, {{1}, {0}, {0}, 1}, {1, 3}, TensorType(ElementType::kF32, {4, 3}));
+  Value s = f.scatter(x, idx, g, {{1}, {0}, {0}, 1},
+                      [](FunctionBuilder& b, const std::vector<Value>& a) -> std::vector<Value> {
+                        return {b.add(a[0], a[1])};
+                      });
+  m.finish({s});
+  std::string text = m.str();
+  EXPECT_NE(text.find("#stablehlo.gather<offset_dims = [1], collapsed_slice_dims = [0], "
+                      "start_index_map = [0], index_vector_dim = 1>"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("#stablehlo.scatter<update_window_dims = [1], "
+                      "inserted_window_dims = [0], "
+                      "scatter_dims_to_operand_dims = [0], index_vector_dim = 1>"),
+            std::string::npos)
+      << text;
+}
+
+TEST(TypedOpsTest, ResultTypesFollowFromTheAttributes) {
+  ModuleBuilder m;
+  auto& f = m.main();
+  Value x = f.add_argument(TensorType(ElementType::kF32, {2, 8}));
+  // An inclusive scan: padding n - 1 low keeps the length.
+  Window scan{{1, 8}, {1, 1}, {}, {}, {{0, 0}, {7, 0}}};
+  Value zero = f.constant(0, TensorType(ElementType::kF32, {}));
+  auto add = [](FunctionBuilder& b, const std::vector<Value>& a) -> std::vector<Value> {
+    return {b.add(a[0], a[1])};
+  };
+  EXPECT_EQ(reduce_window(f, {x}, {zero}, scan, add)[0].shape(), (std::vector<int64_t>{2, 8}));
+  // Windows of 3 with stride 2 and dilation 2 (span 5): (8 - 5) / 2 + 1 = 2.
+  Window pool{{1, 3}, {1, 2}, {}, {1, 2}, {}};
+  EXPECT_EQ(reduce_window(f, {x}, {zero}, pool, add)[0].shape(), (std::vector<int64_t>{2, 2}));
+  Value r = fft(f, x, FftType::kRfft, 8);
+  EXPECT_EQ(r.type, TensorType(ElementType::kC64, {2, 5}));
+  EXPECT_EQ(fft(f, r, FftType::kIrfft, 8).type, TensorType(ElementType::kF32, {2, 8}));
+  EXPECT_EQ(abs(f, r).type, TensorType(ElementType::kF32, {2, 5}));
+  EXPECT_EQ(complex(f, real(f, r), imag(f, r)).type, r.type);
+  EXPECT_EQ(is_finite(f, x).type, TensorType(ElementType::kPred, {2, 8}));
+  EXPECT_EQ(dynamic_slice(f, x,
+                          {f.constant_int(0, TensorType(ElementType::kS64, {})),
+                           f.constant_int(2, TensorType(ElementType::kS64, {}))},
+                          {2, 3})
+                .shape(),
+            (std::vector<int64_t>{2, 3}));
 }
