@@ -56,6 +56,9 @@ struct OutputSink {
   std::vector<int64_t> dims;
   c10::ScalarType dtype = c10::kFloat;
   ElementType element_type = ElementType::kF32;
+  // A returned tensor in a memory format other than contiguous (channels_last): `dims` is the
+  // buffer's physical shape and these are the tensor's; empty otherwise.
+  std::vector<int64_t> sizes, strides;
 };
 
 struct Entry {
@@ -65,6 +68,10 @@ struct Entry {
   std::vector<int> used_params;  // program argument k is CallState.params[used_params[k]]
   std::vector<OutputSink> outputs;
   size_t num_returns = 0;
+  // Functional ops that return Tensor[] (_fused_adam, _foreach_*): per schema return, the
+  // number of the program's outputs that form its list, or -1 for a single tensor. Empty when
+  // every return is a tensor, so the outputs are the returns.
+  std::vector<int> return_lists;
   uint64_t rng_numel = 0;
   runtime::CheckSpecs checks;  // device-side checks: the program's last output holds them
 };
@@ -184,6 +191,43 @@ std::vector<TensorType> types_of(const torch::jit::Stack& returns, const std::st
   return out;
 }
 
+// How a functional op's flat outputs group into its schema's returns (Entry::return_lists),
+// from the called op's meta kernel; empty when no return is a list (or the grouping is unknown,
+// which leaves the outputs flat as before).
+std::vector<int> list_returns(const c10::OperatorHandle& op, const std::vector<c10::IValue>& args,
+                              size_t num_outputs) {
+  bool any = false;
+  for (const auto& r : op.schema().returns()) any |= r.type()->kind() == c10::TypeKind::ListType;
+  if (!any) return {};
+  torch::jit::Stack returns;
+  try {
+    returns = meta_call(op, args);
+  } catch (const c10::NotImplementedError&) {
+    return {};
+  }
+  std::vector<int> sizes;
+  size_t total = 0;
+  for (const auto& v : returns) {
+    int n = v.isTensorList() ? static_cast<int>(v.toTensorList().size()) : -1;
+    sizes.push_back(n);
+    total += n < 0 ? 1 : static_cast<size_t>(n);
+  }
+  return total == num_outputs ? sizes : std::vector<int>{};
+}
+
+// The layout PyTorch's meta kernel gives a returned tensor, when it is a memory format other
+// than contiguous (conv, batch_norm and elementwise ops keep channels_last as on the CPU): the
+// permutation that turns the logical shape into the physical one. Empty: contiguous (any other
+// layout is returned contiguous, as before).
+std::vector<int64_t> memory_format_perm(const c10::IValue& meta) {
+  if (!meta.isTensor()) return {};
+  const at::Tensor& t = meta.toTensor();
+  if (!t.defined() || t.is_contiguous()) return {};
+  if (t.dim() == 4 && t.is_contiguous(at::MemoryFormat::ChannelsLast)) return {0, 2, 3, 1};
+  if (t.dim() == 5 && t.is_contiguous(at::MemoryFormat::ChannelsLast3d)) return {0, 2, 3, 4, 1};
+  return {};
+}
+
 // ---------------------------------------------------------------------------------------------
 
 class ProgramBuilder {
@@ -195,7 +239,9 @@ class ProgramBuilder {
         first_(first),
         param_values_(state.params.size()) {}
 
-  std::shared_ptr<Entry> build(const std::vector<TensorType>& out_types) {
+  // `layouts`: per functional output, the memory_format_perm of its meta tensor (or none).
+  std::shared_ptr<Entry> build(const std::vector<TensorType>& out_types,
+                               const std::vector<std::vector<int64_t>>& layouts = {}) {
     auto entry = std::make_shared<Entry>();
     auto& b = module_.main();
     const auto& schema = plan_.lowered_op->schema();
@@ -231,8 +277,22 @@ class ProgramBuilder {
         sink.dims = results[i].shape();
         sink.element_type = results[i].dtype();
         sink.dtype = lowering::to_scalar_type(sink.element_type);
+        Value out = results[i];
+        if (i < layouts.size() && !layouts[i].empty()) {
+          // Stored in its physical order; the returned tensor gets the CPU's strides.
+          const std::vector<int64_t>& perm = layouts[i];
+          sink.sizes = sink.dims;
+          sink.strides.assign(perm.size(), 0);
+          int64_t stride = 1;
+          for (size_t k = perm.size(); k-- > 0;) {
+            sink.strides[static_cast<size_t>(perm[k])] = stride;
+            stride *= sink.sizes[static_cast<size_t>(perm[k])];
+          }
+          out = b.transpose(out, perm);
+          sink.dims = out.shape();
+        }
         entry->outputs.push_back(sink);
-        outputs.push_back(results[i]);
+        outputs.push_back(out);
       }
       entry->num_returns = results.size();
     } else {
@@ -415,10 +475,28 @@ void launch(const OpPlan& plan, const Entry& entry, CallState& state, torch::jit
     for (size_t i = 0; i < entry.outputs.size(); ++i) {
       const OutputSink& sink = entry.outputs[i];
       TORCH_INTERNAL_ASSERT(!sink.to_storage && sink.index == static_cast<int>(i));
-      returns.push_back(wrap_buffer(std::move(outputs[i]), sink.dims, sink.dtype, dev));
+      at::Tensor t = wrap_buffer(std::move(outputs[i]), sink.dims, sink.dtype, dev);
+      if (!sink.strides.empty()) {
+        t.unsafeGetTensorImpl()->set_sizes_and_strides(sink.sizes, sink.strides);
+      }
+      returns.push_back(std::move(t));
     }
     stack->erase(stack->begin() + static_cast<std::ptrdiff_t>(first), stack->end());
-    for (auto& t : returns) stack->emplace_back(std::move(t));
+    if (entry.return_lists.empty()) {
+      for (auto& t : returns) stack->emplace_back(std::move(t));
+      return;
+    }
+    size_t next = 0;
+    for (int n : entry.return_lists) {
+      if (n < 0) {
+        stack->emplace_back(std::move(returns[next++]));
+        continue;
+      }
+      c10::List<at::Tensor> list;
+      list.reserve(static_cast<size_t>(n));
+      for (int k = 0; k < n; ++k) list.push_back(std::move(returns[next++]));
+      stack->emplace_back(std::move(list));
+    }
     return;
   }
   for (size_t i = 0; i < entry.outputs.size(); ++i) {
@@ -614,6 +692,7 @@ std::shared_ptr<Entry> build_entry(const OpPlan& plan, const c10::OperatorHandle
   std::vector<c10::IValue> called_args(stack->begin() + static_cast<std::ptrdiff_t>(first),
                                        stack->end());
   std::vector<TensorType> out_types;
+  std::vector<std::vector<int64_t>> layouts;
   try {
     if (plan.variant != Variant::kFunctional) {
       torch::jit::Stack meta_returns = meta_call(op, called_args);
@@ -626,7 +705,31 @@ std::shared_ptr<Entry> build_entry(const OpPlan& plan, const c10::OperatorHandle
     if (out_types.empty()) {
       std::vector<c10::IValue> lowered_args;
       for (size_t idx : plan.arg_map) lowered_args.push_back(called_args[idx]);
-      out_types = types_of(meta_call(*plan.lowered_op, lowered_args), plan.lowering_name);
+      torch::jit::Stack meta_returns = meta_call(*plan.lowered_op, lowered_args);
+      out_types = types_of(meta_returns, plan.lowering_name);
+      if (plan.variant == Variant::kFunctional) {
+        bool any = false;
+        for (const auto& r : meta_returns) {
+          layouts.push_back(memory_format_perm(r));
+          any |= !layouts.back().empty();
+        }
+        if (plan.called_name == "aten::convolution" && !layouts.empty()) {
+          // Its meta kernel says contiguous; the CPU returns channels_last when the input or
+          // the weight is channels_last.
+          const at::Tensor& in = (*stack)[first].toTensor();
+          const at::Tensor& w = (*stack)[first + 1].toTensor();
+          at::MemoryFormat f =
+              in.dim() == 5 ? at::MemoryFormat::ChannelsLast3d : at::MemoryFormat::ChannelsLast;
+          if ((in.dim() == 4 || in.dim() == 5) &&
+              (in.suggest_memory_format() == f || w.suggest_memory_format() == f)) {
+            at::Tensor like = at::empty(meta_returns[0].toTensor().sizes(),
+                                        at::TensorOptions().device(c10::kMeta), f);
+            layouts[0] = memory_format_perm(like);
+            any |= !layouts[0].empty();
+          }
+        }
+        if (!any) layouts.clear();
+      }
     }
   } catch (const c10::NotImplementedError& e) {
     // No meta kernel: we cannot know the output types, so the CPU runs it.
@@ -648,7 +751,7 @@ std::shared_ptr<Entry> build_entry(const OpPlan& plan, const c10::OperatorHandle
   ProgramBuilder builder(plan, state, *stack, first);
   std::shared_ptr<Entry> built;
   try {
-    built = builder.build(out_types);
+    built = builder.build(out_types, layouts);
   } catch (const c10::NotImplementedError& e) {
     auto fb = std::make_shared<Entry>();
     fb->fallback = true;
@@ -660,6 +763,9 @@ std::shared_ptr<Entry> build_entry(const OpPlan& plan, const c10::OperatorHandle
   } catch (const std::exception& e) {
     TORCH_CHECK(false, "torchtpu: lowering ", plan.lowering_name, " failed for ", signature, ": ",
                 e.what());
+  }
+  if (plan.variant == Variant::kFunctional) {
+    built->return_lists = list_returns(op, called_args, built->outputs.size());
   }
   std::string why = cache().misses.explain_and_record(plan.called_name, desc);
   built->program = runtime::compile_program(builder.text(), signature, why);

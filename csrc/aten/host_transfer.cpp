@@ -8,6 +8,7 @@
 #include "lowering/strided.h"
 #include "runtime/device_checks.h"
 #include "runtime/inflight.h"
+#include "runtime/interrupt.h"
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
 #include "runtime/trace.h"
@@ -105,6 +106,15 @@ void to_cpu_into(const at::Tensor& t, const at::Tensor& out) {
   device::BufferPtr buf = contiguous_buffer(t);
   runtime::trace::Scope traced(runtime::trace::Kind::kD2H, "tpu::copy_d2h", t.device().index(),
                                static_cast<int64_t>(out.nbytes()));
+  if (runtime::interruptible_here()) {
+    // Ctrl-C while the value is still being computed raises KeyboardInterrupt here; the
+    // transfer has not started, so nothing writes into `out` afterwards.
+    try {
+      runtime::wait_ready(*buf->ready_event());
+    } catch (const pjrt::Error&) {
+      // A failed producer: to_host below reports it.
+    }
+  }
   try {
     buf->to_host(out.data_ptr(), out.nbytes());
   } catch (const pjrt::Error& e) {

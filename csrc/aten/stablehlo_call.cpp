@@ -39,7 +39,7 @@ std::vector<at::Tensor> stablehlo_call_meta(at::TensorList args, c10::string_vie
   return out;
 }
 
-// The generic kernel leaves one tensor per result on the stack; the schema returns a list.
+// The generic kernel returns the list (or, when the grouping is unknown, one tensor per result).
 void stablehlo_call_tpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const c10::IValue& args = (*stack)[stack->size() - 2];
   auto module = lowering::user_module(std::string(stack->back().toStringRef()));
@@ -54,6 +54,7 @@ void stablehlo_call_tpu(const c10::OperatorHandle& op, torch::jit::Stack* stack)
   }
   const size_t base = stack->size() - 2;
   run_lowered(op, stack);
+  if (stack->size() == base + 1 && stack->back().isTensorList()) return;  // already a list
   std::vector<at::Tensor> results;
   for (size_t i = base; i < stack->size(); ++i) results.push_back((*stack)[i].toTensor());
   stack->erase(stack->begin() + static_cast<std::ptrdiff_t>(base), stack->end());

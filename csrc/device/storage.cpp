@@ -3,9 +3,16 @@
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/util/Exception.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
+#include <fstream>
+#include <iomanip>
+#include <sstream>
+#include <string>
+#include <utility>
 
 #include "device/current_device.h"
 #include "runtime/runtime.h"
@@ -31,6 +38,53 @@ void account(int device, int64_t delta) {
 }
 
 bool valid(c10::DeviceIndex device) { return device >= 0 && device < kMaxDevices; }
+
+// Bytes the host could still give (MemAvailable): the XLA CPU plugin's device memory is the
+// host's, and it reports no memory stats of its own. -1 if unknown.
+int64_t host_available_bytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  int64_t kib = 0;
+  std::string unit;
+  while (meminfo >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  return -1;
+}
+
+// (free, total) bytes of the device's memory; free < 0 when the plugin cannot tell.
+std::pair<int64_t, int64_t> device_memory(int device) {
+  pjrt::MemoryStats s = runtime::get().device(device).memory_stats();
+  if (s.bytes_limit >= 0 && s.bytes_in_use >= 0) {
+    return {std::max<int64_t>(s.bytes_limit - s.bytes_in_use, 0), s.bytes_limit};
+  }
+  if (runtime::get().platform() == "cpu") {
+    int64_t pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    return {host_available_bytes(), pages > 0 && page > 0 ? pages * page : -1};
+  }
+  return {-1, -1};
+}
+
+std::string gib(int64_t bytes) {
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(2) << static_cast<double>(bytes) / (1 << 30) << " GiB";
+  return os.str();
+}
+
+// Device buffers appear lazily (at the first write), so without this an empty() larger than the
+// device only failed at its first use. Like CUDA's allocator, a request that the device cannot
+// hold now raises OutOfMemoryError at the call; the process stays usable. Only requests of a
+// GiB or more ask the plugin, so small allocations stay free of PJRT calls.
+void check_fits_device(size_t nbytes, int device) {
+  constexpr size_t kCheckFrom = size_t{1} << 30;
+  if (nbytes < kCheckFrom) return;
+  auto [free, total] = device_memory(device);
+  if (free < 0) return;
+  TORCH_CHECK_WITH(OutOfMemoryError, nbytes <= static_cast<size_t>(free),
+                   "torchtpu: out of memory: tried to allocate ", gib(static_cast<int64_t>(nbytes)),
+                   " (", nbytes, " bytes) on tpu:", device, ", which has ", gib(free), " free of ",
+                   gib(total), " total");
+}
 
 int64_t buffer_bytes(const std::vector<int64_t>& dims, shlo::ElementType dtype) {
   int64_t n = 1;
@@ -82,6 +136,7 @@ class TpuAllocator final : public c10::DeviceAllocator {
   c10::DataPtr allocate(size_t nbytes) override {
     // Allocation is lazy: the device buffer appears on the first write. No GIL, no PJRT here.
     int index = current_device();
+    check_fits_device(nbytes, index);
     auto* handle = new StorageHandle(index);
     return {handle, handle, &delete_handle,
             c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(index))};

@@ -15,6 +15,7 @@
 #include "runtime/compile.h"
 #include "runtime/device_checks.h"
 #include "runtime/fork.h"
+#include "runtime/interrupt.h"
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
 
@@ -33,6 +34,18 @@ void bind(pybind11::module& m);
 namespace py = pybind11;
 using namespace torchtpu;
 
+namespace {
+
+// Runs Python's pending signal handlers from inside a blocking wait (runtime/interrupt.h); the
+// KeyboardInterrupt they raise travels as error_already_set, which torch and pybind11 restore.
+void python_interrupt_check() {
+  if (!Py_IsInitialized()) return;  // a wait during interpreter teardown
+  py::gil_scoped_acquire gil;
+  if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+}
+
+}  // namespace
+
 PYBIND11_MODULE(_C, m) {
   m.doc() = "torchtpu native core";
   device::register_hooks();
@@ -40,6 +53,8 @@ PYBIND11_MODULE(_C, m) {
   python::bind_graph(m);
   distributed::bind(m);
 
+  // The importing thread is Python's main thread: the one signal handlers run on.
+  runtime::set_interrupt_check(&python_interrupt_check);
   m.def("_configure", &runtime::configure, py::arg("plugin_path"), py::arg("error"));
   m.def("_is_available", &runtime::is_available, py::call_guard<py::gil_scoped_release>());
   m.def("_is_initialized", &runtime::is_initialized);

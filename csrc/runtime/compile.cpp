@@ -15,6 +15,7 @@
 #include "config/config.h"
 #include "runtime/disk_cache.h"
 #include "runtime/metrics.h"
+#include "runtime/plugin_log.h"
 #include "runtime/runtime.h"
 #include "runtime/trace.h"
 
@@ -24,6 +25,13 @@ namespace {
 bool dump_mlir() {
   static const bool on = config::flag("TORCHTPU_DUMP_MLIR", false);
   return on;
+}
+
+// At most one line of a plugin message, and not an endless one.
+std::string first_line(const std::string& s) {
+  std::string line = s.substr(0, s.find('\n'));
+  constexpr size_t kMax = 200;
+  return line.size() > kMax ? line.substr(0, kMax) + "..." : line;
 }
 
 double ms_since(std::chrono::steady_clock::time_point start) {
@@ -138,7 +146,8 @@ std::shared_ptr<Program> compile_program(const std::string& mlir, const std::str
     DiskCache::Load loaded = disk_cache().load(key, &payload);
     if (loaded == DiskCache::Load::kHit) {
       try {
-        auto exe = rt.client().deserialize(payload);
+        std::unique_ptr<pjrt::Executable> exe;
+        without_plugin_log_on_failure([&] { exe = rt.client().deserialize(payload); });
         metrics().disk_cache_hits++;
         traced.set_detail(signature + " [disk cache hit]");
         if (log_compiles()) {
@@ -152,12 +161,14 @@ std::shared_ptr<Program> compile_program(const std::string& mlir, const std::str
         // An intact entry that does not load. Either the platform cannot reload executables
         // at all (the store below probes that, once per process, and disables the cache), or
         // the entry came from another build of the same plugin version (it is overwritten).
+        // One line instead of the plugin's log (runtime/plugin_log.h); the whole message with
+        // TORCHTPU_LOG_COMPILES=1.
         metrics().disk_cache_load_failures++;
-        if (log_compiles()) {
-          std::fprintf(stderr,
-                       "torchtpu: the disk cache entry of %s did not load (%s); compiling it\n",
-                       signature.c_str(), e.what());
-        }
+        std::string why_not = e.what();
+        if (!log_compiles()) why_not = first_line(why_not);
+        std::fprintf(stderr,
+                     "torchtpu: a disk cache entry for %s did not load (%s); compiling it again\n",
+                     signature.c_str(), why_not.c_str());
       }
     } else if (loaded == DiskCache::Load::kCorrupt) {
       metrics().disk_cache_corrupt++;
@@ -265,14 +276,21 @@ Recipe load_recipe(const std::string& key) {
   if (loaded == DiskCache::Load::kCorrupt) metrics().disk_cache_corrupt++;
   if (loaded != DiskCache::Load::kHit) return Recipe();
   try {
-    auto program = std::make_shared<Program>(get().client().deserialize(bytes), signature);
+    std::unique_ptr<pjrt::Executable> exe;
+    without_plugin_log_on_failure([&] { exe = get().client().deserialize(bytes); });
+    auto program = std::make_shared<Program>(std::move(exe), signature);
     program->set_disk_key(exe_key);
     r.program = std::move(program);
-  } catch (const pjrt::Error&) {
+  } catch (const pjrt::Error& e) {
     // Intact but refused (another build of the plugin): removed, so the caller's build
-    // compiles and rewrites it instead of trying it a second time.
+    // compiles and rewrites it instead of trying it a second time. One line instead of the
+    // plugin's log (runtime/plugin_log.h).
     metrics().disk_cache_load_failures++;
     disk_cache().remove(exe_key);
+    std::string why_not = log_compiles() ? std::string(e.what()) : first_line(e.what());
+    std::fprintf(stderr,
+                 "torchtpu: a disk cache entry for %s did not load (%s); compiling it again\n",
+                 signature.c_str(), why_not.c_str());
     return Recipe();
   }
   metrics().disk_cache_hits++;

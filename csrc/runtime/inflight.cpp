@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/interrupt.h"
+
 namespace torchtpu::runtime {
 namespace {
 
@@ -36,6 +38,21 @@ State& state() {
   static State* s = new State;
   return *s;
 }
+// Waits on the condition; on the interruptible (main) thread it wakes now and then so that
+// Ctrl-C raises KeyboardInterrupt here instead of after all queued work (runtime/interrupt.h).
+template <class Pred>
+void wait_interruptibly(std::unique_lock<std::mutex>& lk, std::condition_variable& cv, Pred done) {
+  if (!interruptible_here()) {
+    cv.wait(lk, done);
+    return;
+  }
+  while (!cv.wait_for(lk, std::chrono::milliseconds(20), done)) {
+    lk.unlock();
+    check_interrupt();
+    lk.lock();
+  }
+}
+
 // Checking readiness costs a plugin call: prune finished events only now and then.
 constexpr size_t kPruneThreshold = 256;
 
@@ -116,6 +133,18 @@ void wait_for_executions(int device) {
   auto& devices = st.devices;
   std::deque<std::unique_ptr<pjrt::Event>> events;
   std::vector<std::pair<int, uint64_t>> targets;
+  if (interruptible_here()) {
+    // Wait for completions first, interruptibly, leaving the events queued: an interrupt then
+    // leaves this device's state as it was.
+    std::unique_lock<std::mutex> lk(mutex);
+    for (auto& [d, s] : devices) {
+      if (device < 0 || d == device) targets.emplace_back(d, s.launched);
+    }
+    for (const auto& t : targets) {
+      wait_interruptibly(lk, finished_cv, [&] { return devices[t.first].finished >= t.second; });
+    }
+    targets.clear();
+  }
   {
     std::lock_guard<std::mutex> g(mutex);
     for (auto& [d, s] : devices) {
@@ -185,7 +214,7 @@ void wait_marker(const Marker& m) {
   auto& finished_cv = st.finished_cv;
   auto& devices = st.devices;
   std::unique_lock<std::mutex> lk(mutex);
-  finished_cv.wait(lk, [&] { return marker_done(m); });
+  wait_interruptibly(lk, finished_cv, [&] { return marker_done(m); });
   const auto& failures = devices[m.device].failures;
   if (!failures.empty() && failures.begin()->first <= m.seq) {
     TORCH_CHECK(false, "torchtpu: an asynchronous execution failed: ", failures.begin()->second);

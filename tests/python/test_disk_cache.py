@@ -315,6 +315,31 @@ def test_intact_entry_that_does_not_load_is_replaced(golden, tmp_path):
     assert m["programs_compiled"] == 0 and m["disk_cache_load_failures"] == 0
 
 
+def test_entry_the_plugin_cannot_parse_is_reported_in_one_line(golden, tmp_path):
+    # A well-formed entry whose executable is damaged inside (invalid UTF-8 in a proto string):
+    # the plugin logs parse errors of its own ("E0000 ... wire_format_lite.cc] ..."); torchtpu
+    # says so in one line of its own instead, compiles the program and replaces the entry.
+    cache = copy_of(golden, tmp_path)
+    victim = cache / golden[1]["written"]["add"][0]
+    payload = bytearray(parse(victim))
+    payload[40] ^= 0xFF
+    key = victim.stem.encode()
+    header = MAGIC + struct.pack("<II", FORMAT_VERSION, len(key)) + key
+    victim.write_bytes(header + struct.pack("<Q", len(payload)) +
+                       hashlib.sha256(bytes(payload)).digest() + bytes(payload))
+
+    r = run(cache, ["add", "mul"])
+    m = r["metrics"]
+    assert m["disk_cache_load_failures"] == 1 and m["programs_compiled"] == 1
+    ours = [line for line in r["stderr"].splitlines() if "did not load" in line]
+    assert len(ours) == 1 and "aten::add" in ours[0] and "compiling it again" in ours[0], ours
+    plugin_errors = [line for line in r["stderr"].splitlines() if line[:1] in "EF" and
+                     line[1:5].isdigit()]
+    assert plugin_errors == [], r["stderr"]
+    parse(victim)
+    assert run(cache, ["add", "mul"])["metrics"]["disk_cache_load_failures"] == 0
+
+
 def test_concurrent_processes_on_an_empty_cache(tmp_path):
     cache = tmp_path / "cache"
     procs = [start(cache, OPS) for _ in range(4)]

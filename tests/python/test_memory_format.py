@@ -1,0 +1,110 @@
+"""Memory formats on tpu as on the CPU: channels_last (and channels_last_3d) tensors keep their
+strides through copies, and ops whose CPU result is channels_last (convolution, batch_norm,
+pooling, elementwise ops) return channels_last tensors with the CPU's strides and values."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torchtpu  # noqa: F401
+
+CL, CL3 = torch.channels_last, torch.channels_last_3d
+
+
+def cl_input(shape=(2, 3, 6, 5), fmt=CL, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(shape, generator=g).contiguous(memory_format=fmt)
+
+
+def assert_like_cpu(tpu, cpu, **tol):
+    assert tpu.shape == cpu.shape and tpu.dtype == cpu.dtype
+    assert tpu.stride() == cpu.stride(), (tpu.stride(), cpu.stride())
+    for fmt in (torch.contiguous_format, CL) if cpu.dim() == 4 else (torch.contiguous_format,):
+        assert tpu.is_contiguous(memory_format=fmt) == cpu.is_contiguous(memory_format=fmt)
+    torch.testing.assert_close(tpu.cpu(), cpu, **tol)
+
+
+def test_copies_keep_channels_last():
+    x = cl_input()
+    t = x.to("tpu")
+    assert_like_cpu(t, x)
+    assert t.is_contiguous(memory_format=CL) and not t.is_contiguous()
+    assert_like_cpu(t.contiguous(), x.contiguous())
+    y = x.contiguous()
+    assert_like_cpu(y.to("tpu").contiguous(memory_format=CL), y.contiguous(memory_format=CL))
+    assert_like_cpu(y.to("tpu").to(memory_format=CL), y.to(memory_format=CL))
+    e = torch.empty(2, 3, 4, 5, device="tpu", memory_format=CL)
+    assert e.stride() == torch.empty(2, 3, 4, 5, memory_format=CL).stride()
+    assert_like_cpu(torch.empty_like(t).copy_(t), torch.empty_like(x).copy_(x))
+    assert_like_cpu(t.clone(), x.clone())
+
+
+UNARY = {
+    "relu": F.relu,
+    "add_scalar": lambda x: x + 1,
+    "mul_self": lambda x: x * x,
+    "sigmoid": torch.sigmoid,
+    "gelu": F.gelu,
+    "to_double": lambda x: x.double(),
+    "max_pool2d": lambda x: F.max_pool2d(x, 2),
+    "avg_pool2d": lambda x: F.avg_pool2d(x, 2),
+    "adaptive_avg_pool2d": lambda x: F.adaptive_avg_pool2d(x, 1),
+    "batch_norm_eval": lambda x: F.batch_norm(x, torch.zeros(3, device=x.device),
+                                              torch.ones(3, device=x.device)),
+    "batch_norm_train": lambda x: F.batch_norm(x, None, None, training=True),
+    "conv2d": lambda x: F.conv2d(x, torch.ones(4, 3, 3, 3, device=x.device) / 27, padding=1),
+    "conv2d_stride2": lambda x: F.conv2d(x, torch.ones(2, 3, 2, 2, device=x.device), stride=2),
+}
+
+
+@pytest.mark.parametrize("name", list(UNARY))
+def test_channels_last_results_match_cpu(name):
+    fn = UNARY[name]
+    x = cl_input()
+    assert_like_cpu(fn(x.to("tpu")), fn(x), rtol=1e-5, atol=1e-5)
+
+
+def test_channels_last_binary_with_contiguous_operand():
+    x, y = cl_input(), cl_input(seed=1).contiguous()
+    assert_like_cpu(x.to("tpu") + y.to("tpu"), x + y)
+    assert_like_cpu(y.to("tpu") * x.to("tpu"), y * x)
+
+
+def test_conv_channels_last_weight_and_backward():
+    x = cl_input().requires_grad_()
+    w = torch.randn(4, 3, 3, 3).contiguous(memory_format=CL).requires_grad_()
+    tx = x.detach().to("tpu").requires_grad_()
+    tw = w.detach().to("tpu").requires_grad_()
+    out, tout = F.conv2d(x, w, padding=1), F.conv2d(tx, tw, padding=1)
+    assert_like_cpu(tout, out, rtol=1e-5, atol=1e-5)
+    g = torch.randn(out.shape)
+    out.backward(g)
+    tout.backward(g.to("tpu"))
+    torch.testing.assert_close(tx.grad.cpu(), x.grad, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(tw.grad.cpu(), w.grad, rtol=1e-5, atol=1e-5)
+
+
+def test_channels_last_3d():
+    x = cl_input((2, 3, 4, 5, 3), CL3)
+    t = x.to("tpu")
+    assert t.stride() == x.stride() and t.is_contiguous(memory_format=CL3)
+    w = torch.ones(2, 3, 2, 2, 2) / 8
+    assert_like_cpu(F.conv3d(t, w.to("tpu")), F.conv3d(x, w), rtol=1e-5, atol=1e-5)
+    assert_like_cpu(F.relu(t), F.relu(x))
+
+
+def test_channels_last_module_training_matches_cpu():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8),
+                                torch.nn.ReLU(), torch.nn.Conv2d(8, 4, 3))
+    model = model.to(memory_format=CL)
+    tmodel = __import__("copy").deepcopy(model).to("tpu")
+    x = cl_input((4, 3, 8, 8))
+    out, tout = model(x), tmodel(x.to("tpu"))
+    assert_like_cpu(tout, out, rtol=1e-4, atol=1e-4)
+    out.sum().backward()
+    tout.sum().backward()
+    for p, tp in zip(model.parameters(), tmodel.parameters()):
+        torch.testing.assert_close(tp.grad.cpu(), p.grad, rtol=1e-4, atol=1e-4)

@@ -1,0 +1,137 @@
+"""Ops that had no tpu kernel (an internal assert, or the CPU fallback) and now run natively,
+against the CPU: kaiser_window (eager and compiled), _add_relu (all its forms) and
+matmul_backward (dense, against the CPU's autograd of matmul: the CPU itself only implements
+the op for nested tensors)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import torchtpu  # noqa: F401
+
+pytestmark = pytest.mark.usefixtures("no_cpu_fallback")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("length", [0, 1, 2, 7, 64, 300])
+@pytest.mark.parametrize("periodic", [True, False])
+@pytest.mark.parametrize("beta", [12.0, 0.5, 0.0])
+def test_kaiser_window_matches_cpu(length, periodic, beta, dtype):
+    want = torch.kaiser_window(length, periodic, beta, dtype=dtype)
+    got = torch.kaiser_window(length, periodic, beta, dtype=dtype, device="tpu")
+    assert got.device.type == "tpu" and got.dtype == want.dtype and got.shape == want.shape
+    tol = {torch.float64: 1e-12, torch.float32: 2e-6}.get(dtype, 1e-2)
+    torch.testing.assert_close(got.cpu(), want, rtol=tol, atol=tol)
+
+
+def test_kaiser_window_default_forms_and_dtype():
+    torch.testing.assert_close(torch.kaiser_window(10, device="tpu").cpu(), torch.kaiser_window(10))
+    torch.testing.assert_close(torch.kaiser_window(10, False, device="tpu").cpu(),
+                               torch.kaiser_window(10, False))
+    with torch.tpu.device(1):
+        w = torch.kaiser_window(5, device="tpu")
+    assert w.device == torch.device("tpu:1")
+
+
+@pytest.mark.parametrize("call", [
+    lambda d: torch.kaiser_window(-1, device=d),
+    lambda d: torch.kaiser_window(5, dtype=torch.int64, device=d),
+], ids=["negative_length", "integer_dtype"])
+def test_kaiser_window_errors_match_cpu(call):
+    with pytest.raises(RuntimeError) as cpu:
+        call("cpu")
+    with pytest.raises(RuntimeError) as tpu:
+        call("tpu")
+    # The same words up to the device the options name (cpu there, tpu here).
+    assert str(tpu.value).split("device=")[0] == str(cpu.value).split("device=")[0]
+
+
+def test_kaiser_window_compiled(fresh_dynamo):
+    fn = torch.compile(lambda x: x * torch.kaiser_window(x.shape[0], True, 6.0, device=x.device),
+                       backend="tpu")
+    x = torch.randn(16)
+    torch.testing.assert_close(fn(x.to("tpu")).cpu(), x * torch.kaiser_window(16, True, 6.0))
+
+
+ADD_RELU_DTYPES = [torch.float32, torch.float64, torch.int8, torch.int16, torch.int32, torch.int64]
+
+
+@pytest.mark.parametrize("dtype", ADD_RELU_DTYPES)
+def test_add_relu_matches_cpu(dtype):
+    g = torch.Generator().manual_seed(0)
+    a = (torch.randn(64, generator=g) * 60).to(dtype)
+    b = (torch.randn(64, generator=g) * 60).to(dtype)
+    ta, tb = a.to("tpu"), b.to("tpu")
+    for alpha in (1, 2):
+        torch.testing.assert_close(torch._add_relu(ta, tb, alpha=alpha).cpu(),
+                                   torch._add_relu(a, b, alpha=alpha))
+    torch.testing.assert_close(torch._add_relu(ta, 3).cpu(), torch._add_relu(a, 3))
+    x, tx = a.clone(), ta.clone()
+    torch._add_relu_(x, b)
+    torch._add_relu_(tx, tb)
+    torch.testing.assert_close(tx.cpu(), x)
+    out, tout = torch.empty(0, dtype=dtype), torch.empty(0, dtype=dtype, device="tpu")
+    torch._add_relu(a, b, alpha=2, out=out)
+    torch._add_relu(ta, tb, alpha=2, out=tout)
+    torch.testing.assert_close(tout.cpu(), out)
+
+
+def test_add_relu_promotes_and_clamps_like_cpu():
+    # An int tensor plus a float Scalar is float; the CPU clamps inf to the largest float.
+    a = torch.tensor([1, -4, 2])
+    torch.testing.assert_close(torch._add_relu(a.to("tpu"), 2.5).cpu(), torch._add_relu(a, 2.5))
+    f = torch.tensor([float("inf"), -1.0, 3.0] * 20)
+    torch.testing.assert_close(torch._add_relu(f.to("tpu"), 1.0).cpu(), torch._add_relu(f, 1.0))
+    one = torch.ones(60)
+    torch.testing.assert_close(torch._add_relu(f.to("tpu"), one.to("tpu")).cpu(),
+                               torch._add_relu(f, one))
+    # int8 arithmetic wraps before the clamp, as on the CPU.
+    i8 = torch.tensor([100, 50, -100], dtype=torch.int8)
+    torch.testing.assert_close(torch._add_relu(i8.to("tpu"), i8.to("tpu"), alpha=2).cpu(),
+                               torch._add_relu(i8, i8, alpha=2))
+
+
+@pytest.mark.parametrize("dtype", [
+    torch.float16, torch.bfloat16, torch.uint8, torch.bool,
+    # No meta kernel takes complex here: the CPU fallback runs, and raises the CPU's error.
+    pytest.param(torch.complex64, marks=pytest.mark.allow_fallback("aten::_add_relu.Tensor")),
+])
+def test_add_relu_unsupported_dtypes_raise_like_cpu(dtype):
+    a = torch.ones(3, dtype=dtype)
+    with pytest.raises(RuntimeError, match="Unsupported datatype for add_relu") as cpu:
+        torch._add_relu(a, a)
+    with pytest.raises(RuntimeError) as tpu:
+        torch._add_relu(a.to("tpu"), a.to("tpu"))
+    tail = str(cpu.value).split("Unsupported datatype")[1].splitlines()[0]
+    assert "Unsupported datatype" + tail in str(tpu.value)
+    assert torch._add_relu(torch.ones(2, device="tpu"), 1.0).cpu().tolist() == [2.0, 2.0]
+
+
+SHAPES = [((3, 4), (4, 5)), ((4,), (4, 5)), ((3, 4), (4,)), ((4,), (4,)), ((2, 3, 4), (4, 5)),
+          ((3, 4), (2, 4, 5)), ((2, 1, 3, 4), (5, 4, 2)), ((4,), (2, 4, 3)), ((2, 3, 4), (4,))]
+
+
+@pytest.mark.parametrize("sa,sb", SHAPES, ids=[f"{a}x{b}" for a, b in SHAPES])
+def test_matmul_backward_matches_cpu_autograd(sa, sb):
+    g = torch.Generator().manual_seed(1)
+    a = torch.randn(sa, generator=g, requires_grad=True)
+    b = torch.randn(sb, generator=g, requires_grad=True)
+    out = torch.matmul(a, b)
+    grad = torch.randn(out.shape, generator=g)
+    ga, gb = torch.autograd.grad(out, (a, b), grad)
+    ta, tb = torch.ops.aten.matmul_backward(grad.to("tpu"), a.detach().to("tpu"),
+                                            b.detach().to("tpu"), [True, True])
+    torch.testing.assert_close(ta.cpu(), ga, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(tb.cpu(), gb, rtol=1e-5, atol=1e-5)
+    only_a = torch.ops.aten.matmul_backward(grad.to("tpu"), a.detach().to("tpu"),
+                                            b.detach().to("tpu"), [True, False])
+    assert only_a[1] is None
+    torch.testing.assert_close(only_a[0].cpu(), ga, rtol=1e-5, atol=1e-5)
+
+
+def test_matmul_backward_on_cpu_is_nested_only():
+    # Why the test above compares with autograd: the CPU has no dense kernel.
+    a = torch.randn(2, 2)
+    with pytest.raises(NotImplementedError, match="matmul_backward"):
+        torch.ops.aten.matmul_backward(a, a, a, [True, True])
