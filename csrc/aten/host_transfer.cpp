@@ -54,6 +54,14 @@ PJRT_Buffer_Type pjrt_type(shlo::ElementType t) {
       return PJRT_Buffer_Type_C64;
     case shlo::ElementType::kC128:
       return PJRT_Buffer_Type_C128;
+    case shlo::ElementType::kF8E4M3FN:
+      return PJRT_Buffer_Type_F8E4M3FN;
+    case shlo::ElementType::kF8E5M2:
+      return PJRT_Buffer_Type_F8E5M2;
+    case shlo::ElementType::kF8E4M3FNUZ:
+      return PJRT_Buffer_Type_F8E4M3FNUZ;
+    case shlo::ElementType::kF8E5M2FNUZ:
+      return PJRT_Buffer_Type_F8E5M2FNUZ;
   }
   return PJRT_Buffer_Type_INVALID;
 }

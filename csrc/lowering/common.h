@@ -20,9 +20,10 @@ namespace torchtpu::lowering {
 
 // ---- dtype policy ----
 
-// bfloat16 and float16: the types PyTorch computes in float32 (at::opmath_type) and rounds once.
+// bfloat16, float16 and the float8 types: the types PyTorch computes in float32
+// (at::opmath_type) and rounds once.
 inline bool is_half(shlo::ElementType t) {
-  return t == shlo::ElementType::kBF16 || t == shlo::ElementType::kF16;
+  return t == shlo::ElementType::kBF16 || t == shlo::ElementType::kF16 || shlo::is_float8(t);
 }
 
 // PyTorch's opmath type: halves compute (and accumulate: sums, dot products, norms) in float32,

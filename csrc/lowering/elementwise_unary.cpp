@@ -143,6 +143,11 @@ std::vector<Value> lower_abs(LoweringContext& ctx) {
   }
   Value x = input(ctx, ctx.out_type().dtype);
   if (shlo::is_unsigned_int(x.dtype()) || x.dtype() == ElementType::kPred) return {x};
+  if (shlo::is_float8(x.dtype())) {
+    // The CPU's float8 abs is `x < 0 ? -x : x`: -0 stays -0 (and NaN keeps its sign).
+    Value zero = ctx.b.constant(0.0, x.type);
+    return {ctx.b.select(ctx.b.compare(x, zero, shlo::CompareDirection::kLT), ctx.b.neg(x), x)};
+  }
   return {ctx.b.unary("stablehlo.abs", x)};
 }
 

@@ -183,7 +183,7 @@ std::vector<Value> to_copy(LoweringContext& ctx) {
 // Factories inside graphs: their shape is the graph's (structure), their fill value a value.
 LoweringFn fill_with_arg(size_t index) {
   return [index](LoweringContext& ctx) -> std::vector<Value> {
-    check_scalar_arg_fits(ctx.arg(index), ctx.out_type().dtype);
+    check_scalar_arg_fits(ctx.arg(index), ctx.out_type().dtype, ctx.out_type().numel());
     return {coerce(ctx.b, ctx.tensor(index), ctx.out_type())};
   };
 }

@@ -19,8 +19,11 @@ struct DotSpec {
 Value product(LoweringContext& ctx, Value lhs, Value rhs, const DotSpec& s) {
   const TensorType& out = ctx.out_type();
   ElementType acc = opmath_type(out.dtype);
-  lhs = ctx.b.convert(lhs, out.dtype);
-  rhs = ctx.b.convert(rhs, out.dtype);
+  // float8 operands widen exactly: the CPU's float8 matmul accumulates in float32 and rounds once
+  // (torch._scaled_mm, lowering/scaled_mm.cpp, is where an f8 dot goes to the hardware).
+  ElementType in = shlo::is_float8(out.dtype) ? acc : out.dtype;
+  lhs = ctx.b.convert(lhs, in);
+  rhs = ctx.b.convert(rhs, in);
   return ctx.b.dot_general(lhs, rhs, s.lhs_batch, s.rhs_batch, s.lhs_contract, s.rhs_contract,
                            TensorType(acc, out.shape));
 }

@@ -251,6 +251,14 @@ ElementType to_element_type(c10::ScalarType t) {
       return ElementType::kU32;
     case c10::kUInt64:
       return ElementType::kU64;
+    case c10::kFloat8_e4m3fn:
+      return ElementType::kF8E4M3FN;
+    case c10::kFloat8_e5m2:
+      return ElementType::kF8E5M2;
+    case c10::kFloat8_e4m3fnuz:
+      return ElementType::kF8E4M3FNUZ;
+    case c10::kFloat8_e5m2fnuz:
+      return ElementType::kF8E5M2FNUZ;
     default:
       break;
   }
@@ -289,6 +297,14 @@ c10::ScalarType to_scalar_type(ElementType t) {
       return c10::kUInt32;
     case ElementType::kU64:
       return c10::kUInt64;
+    case ElementType::kF8E4M3FN:
+      return c10::kFloat8_e4m3fn;
+    case ElementType::kF8E5M2:
+      return c10::kFloat8_e5m2;
+    case ElementType::kF8E4M3FNUZ:
+      return c10::kFloat8_e4m3fnuz;
+    case ElementType::kF8E5M2FNUZ:
+      return c10::kFloat8_e5m2fnuz;
   }
   return c10::kFloat;
 }

@@ -53,7 +53,7 @@ std::vector<Value> lower_clone(LoweringContext& ctx) {
 }
 
 std::vector<Value> lower_fill(LoweringContext& ctx) {
-  check_scalar_arg_fits(ctx.arg(1), ctx.out_type().dtype);
+  check_scalar_arg_fits(ctx.arg(1), ctx.out_type().dtype, ctx.out_type().numel());
   return {coerce(ctx.b, ctx.tensor(1), ctx.out_type())};
 }
 

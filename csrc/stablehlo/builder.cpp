@@ -93,10 +93,45 @@ std::string float_bits_literal(double value, ElementType t) {
     std::snprintf(buf, sizeof(buf), "0x%04X", bits >> 16);
     return buf;
   }
+  if (is_float8(t)) {
+    // PyTorch's conversions: e5m2 has infinities; e4m3fn saturates infinities to +-448 and spells
+    // NaN 0x7F; the fnuz formats have one NaN (0x80) for NaN and infinities alike.
+    uint8_t b8;
+    if (t == ElementType::kF8E5M2) {
+      b8 = std::isnan(value) ? 0x7F : (value > 0 ? 0x7C : 0xFC);
+    } else if (t == ElementType::kF8E4M3FN) {
+      b8 = std::isnan(value) ? 0x7F : (value > 0 ? 0x7E : 0xFE);
+    } else {
+      b8 = 0x80;
+    }
+    std::snprintf(buf, sizeof(buf), "0x%02X", b8);
+    return buf;
+  }
   // f16: inf and nan only reach here.
   uint16_t h = std::isnan(value) ? 0x7E00 : (value > 0 ? 0x7C00 : 0xFC00);
   std::snprintf(buf, sizeof(buf), "0x%04X", h);
   return buf;
+}
+
+// A float8 constant as PyTorch converts it, up to the final rounding (which MLIR's parser does,
+// to nearest even): through float32, e4m3fn saturating at +-448, the others overflowing to inf
+// (e5m2) or NaN (fnuz) from the first value that rounds past their largest, and no -0 in fnuz.
+double float8_range(double value, ElementType t) {
+  value = static_cast<float>(value);
+  if (std::isnan(value)) return value;
+  double mag = std::fabs(value);
+  switch (t) {
+    case ElementType::kF8E4M3FN:
+      return mag > 448.0 ? std::copysign(448.0, value) : value;
+    case ElementType::kF8E5M2:
+      return mag >= 61440.0 ? std::copysign(HUGE_VAL, value) : value;
+    case ElementType::kF8E4M3FNUZ:
+      return mag >= 248.0 ? NAN : (value == 0 ? 0.0 : value);
+    case ElementType::kF8E5M2FNUZ:
+      return mag >= 61440.0 ? NAN : (value == 0 ? 0.0 : value);
+    default:
+      return value;
+  }
 }
 
 }  // namespace
@@ -124,6 +159,7 @@ std::string scalar_literal(double value, ElementType t) {
     return "(" + scalar_literal(value, c) + ", " + scalar_literal(0.0, c) + ")";
   }
   if (is_integer(t)) return scalar_literal_int(static_cast<int64_t>(value), t);
+  if (is_float8(t)) value = float8_range(value, t);
   if (!std::isfinite(value)) return float_bits_literal(value, t);
   char buf[64];
   std::snprintf(buf, sizeof(buf), "%.17e", value);
@@ -256,6 +292,19 @@ Value FunctionBuilder::convert(Value a, ElementType to) {
     // XLA converts complex to real only through the real part (PyTorch's cast drops imag too).
     a = op("stablehlo.real", {a}, a.type.with_dtype(complex_component(a.dtype())));
     if (a.dtype() == to) return a;
+  }
+  if (is_float8(to)) {
+    // PyTorch's float8 conversions (c10's Float8_* constructors) take a float: other sources
+    // are rounded to float32 first, and float8_e4m3fn saturates (1000 and inf give 448, NaN
+    // stays NaN) where XLA's convert overflows to NaN. e5m2 and the fnuz formats overflow as
+    // XLA does (to inf, to NaN).
+    a = convert(a, ElementType::kF32);
+    if (to == ElementType::kF8E4M3FN) {
+      Value hi = constant(448.0, a.type), lo = constant(-448.0, a.type);
+      a = select(compare(a, hi, CompareDirection::kGT), hi, a);  // NaN compares false: kept
+      a = select(compare(a, lo, CompareDirection::kLT), lo, a);
+    }
+    return op("stablehlo.convert", {a}, a.type.with_dtype(to));
   }
   if (is_float(a.dtype()) && (to == ElementType::kS8 || to == ElementType::kS16 ||
                               to == ElementType::kU8 || to == ElementType::kU16)) {

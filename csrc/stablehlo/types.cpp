@@ -34,13 +34,26 @@ const char* mlir_name(ElementType t) {
       return "complex<f32>";
     case ElementType::kC128:
       return "complex<f64>";
+    case ElementType::kF8E4M3FN:
+      return "f8E4M3FN";
+    case ElementType::kF8E5M2:
+      return "f8E5M2";
+    case ElementType::kF8E4M3FNUZ:
+      return "f8E4M3FNUZ";
+    case ElementType::kF8E5M2FNUZ:
+      return "f8E5M2FNUZ";
   }
   return "?";
 }
 
 bool is_float(ElementType t) {
   return t == ElementType::kF16 || t == ElementType::kBF16 || t == ElementType::kF32 ||
-         t == ElementType::kF64;
+         t == ElementType::kF64 || is_float8(t);
+}
+
+bool is_float8(ElementType t) {
+  return t == ElementType::kF8E4M3FN || t == ElementType::kF8E5M2 ||
+         t == ElementType::kF8E4M3FNUZ || t == ElementType::kF8E5M2FNUZ;
 }
 
 bool is_signed_int(ElementType t) {
@@ -59,6 +72,10 @@ int bit_width(ElementType t) {
       return 1;
     case ElementType::kS8:
     case ElementType::kU8:
+    case ElementType::kF8E4M3FN:
+    case ElementType::kF8E5M2:
+    case ElementType::kF8E4M3FNUZ:
+    case ElementType::kF8E5M2FNUZ:
       return 8;
     case ElementType::kS16:
     case ElementType::kU16:

@@ -21,13 +21,19 @@ enum class ElementType {
   kBF16,
   kF32,
   kF64,
-  kC64,  // complex<f32>
-  kC128  // complex<f64>
+  kC64,   // complex<f32>
+  kC128,  // complex<f64>
+  // float8 (PyTorch's float8_e4m3fn, float8_e5m2 and their fnuz variants).
+  kF8E4M3FN,
+  kF8E5M2,
+  kF8E4M3FNUZ,
+  kF8E5M2FNUZ,
 };
 
 // "i1", "i8", ..., "ui8", "f16", "bf16", "f32", "f64", "complex<f32>", "complex<f64>".
 const char* mlir_name(ElementType t);
-bool is_float(ElementType t);
+bool is_float(ElementType t);  // float8 types included
+bool is_float8(ElementType t);
 bool is_signed_int(ElementType t);
 bool is_unsigned_int(ElementType t);
 inline bool is_integer(ElementType t) { return is_signed_int(t) || is_unsigned_int(t); }
