@@ -49,6 +49,12 @@ DTYPES: dict[str, torch.dtype] = {
     "int64": torch.int64,
     "int32": torch.int32,
     "bool": torch.bool,
+    # float8: few OpInfos declare these dtypes on CPU (eye, _scaled_mm, _scaled_mm_v2); compared
+    # exactly (no tolerance entry), as their results are rounded to float8 on both sides.
+    "float8_e4m3fn": torch.float8_e4m3fn,
+    "float8_e5m2": torch.float8_e5m2,
+    "float8_e4m3fnuz": torch.float8_e4m3fnuz,
+    "float8_e5m2fnuz": torch.float8_e5m2fnuz,
 }
 
 # One set of tolerances for every op, keyed by the dtype of the compared tensor. These are
@@ -1032,7 +1038,7 @@ def markdown_summary(records: list[dict], meta: dict | None = None) -> str:
                  "every OpInfo of PyTorch's `op_db` and each swept dtype it supports on CPU runs "
                  f"its first {meta.get('max_samples', DEFAULT_MAX_SAMPLES)} sample inputs on "
                  "`tpu` and on CPU, and the results are compared (float32 rtol 1e-4 / atol 1e-5, "
-                 "float16/bfloat16 rtol 1.6e-2 / atol 1e-2, integers and bool exactly; NaN/inf "
+                 "float16/bfloat16 rtol 1.6e-2 / atol 1e-2, integers, bool and float8 exactly; NaN/inf "
                  "positions must match). For float32 OpInfos supporting autograd, the gradients "
                  "of the sum of the float outputs w.r.t. the float inputs are compared too.")
     lines.append("")
