@@ -14,14 +14,22 @@ so each op is lowered, printed and hashed to find its executable (how a warm res
 before recipes). With --repeats N the CPU and both warm runs repeat, interleaved, and each
 figure is the fastest of its N (this machine is shared and noisy).
 
-    .venv/bin/python benchmarks/cold_start.py [--only llama|cnn] [--repeats N]
+With --profile, one more cold run logs every compile (TORCHTPU_LOG_COMPILES=1) and prints where
+its compile seconds go: programs compiled, distinct described signatures (the rest differ only in
+a layout detail the description leaves out, such as a contiguous view over a storage of other
+dims), identical modules met under another signature (found in the cache, not compiled), the
+compile time percentiles and the op families that cost most.
+
+    .venv/bin/python benchmarks/cold_start.py [--only llama|cnn] [--repeats N] [--profile]
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -98,10 +106,11 @@ print("RESULT " + json.dumps(result))
 """
 
 
-def run_child(device: str, workload: str, cache_dir: str | None) -> dict:
+def run_child(device: str, workload: str, cache_dir: str | None, **extra_env: str) -> dict:
     env = dict(os.environ)
     for k in ("TORCHTPU_LOG_COMPILES", "TORCHTPU_DUMP_MLIR", "TPU_LAUNCH_BLOCKING"):
         env.pop(k, None)
+    env.update(extra_env)
     if cache_dir is not None:
         env["TORCHTPU_CACHE_DIR"] = cache_dir
     wall = time.perf_counter()
@@ -113,7 +122,43 @@ def run_child(device: str, workload: str, cache_dir: str | None) -> dict:
         raise RuntimeError(f"{workload} on {device} failed:\n{proc.stdout}\n{proc.stderr[-4000:]}")
     result = json.loads(line[-1][len("RESULT "):])
     result["wall_s"] = wall
+    if extra_env.get("TORCHTPU_LOG_COMPILES") == "1":
+        result["log"] = proc.stderr
     return result
+
+
+def compile_profile(workload: str, cache_dir: str) -> dict:
+    """A cold run's compile log, summarized (see --profile)."""
+    r = run_child("tpu", workload, cache_dir, TORCHTPU_LOG_COMPILES="1")
+    compiled = re.compile(r"^torchtpu: compiled (.*) in ([0-9.]+) ms \((.*)\)$")
+    loaded = re.compile(r"^torchtpu: loaded (.*) from the disk cache in ([0-9.]+) ms")
+    times, sigs, by_op, shared = [], collections.Counter(), collections.defaultdict(float), 0
+    for line in r["log"].splitlines():
+        m = compiled.match(line)
+        if m:
+            ms = float(m.group(2))
+            times.append(ms)
+            sigs[m.group(1)] += 1
+            by_op[m.group(1).split("(")[0]] += ms
+        elif loaded.match(line):
+            shared += 1  # a module compiled earlier in this run under another signature
+    times.sort()
+    total = sum(times)
+    pct = lambda q: round(times[min(len(times) - 1, int(q * len(times)))], 1) if times else 0
+    top = sorted(by_op.items(), key=lambda kv: -kv[1])[:12]
+    return {
+        "workload": workload, "run": "tpu_cold_profile",
+        "workload_s": round(r["workload_s"], 3), "compile_s": r["compile_s"],
+        "compile_share": round(r["compile_s"] / r["workload_s"], 2),
+        "programs_compiled": r["programs_compiled"], "compiles_logged": len(times),
+        "distinct_described_signatures": len(sigs),
+        "compiles_differing_only_in_layout_details": sum(v - 1 for v in sigs.values()),
+        "identical_modules_reused": shared,
+        "compile_ms_p10_p50_p90_max": [pct(0.1), pct(0.5), pct(0.9), pct(1.0)],
+        "top_ops_compile_share": {op: round(ms / total, 3) for op, ms in top} if total else {},
+        "top_ops_compiles": {op: sum(v for s, v in sigs.items() if s.split("(")[0] == op)
+                             for op, _ in top},
+    }
 
 
 def is_recipe(path: str) -> bool:
@@ -143,6 +188,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--only", choices=["llama", "cnn"])
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--profile", action="store_true",
+                        help="one more cold run with its compile log summarized")
     args = parser.parse_args()
     workloads = [args.only] if args.only else ["llama", "cnn"]
     for workload in workloads:
@@ -165,6 +212,10 @@ def main() -> None:
             row.update({k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items()
                         if k != "losses"})
             print(json.dumps(row), flush=True)
+        if args.profile:
+            with tempfile.TemporaryDirectory(prefix="torchtpu-cold-") as tmp:
+                print(json.dumps(compile_profile(workload, os.path.join(tmp, "cache"))),
+                      flush=True)
         for name in ("tpu_cold", "tpu_warm", "tpu_warm_by_module"):
             print(json.dumps({
                 "workload": workload, "run": f"{name}/cpu",

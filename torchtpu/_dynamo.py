@@ -8,9 +8,11 @@ A graph we cannot lower runs eagerly on the tpu instead (counted, and said once 
 
 from __future__ import annotations
 
+import collections
 import itertools
 import logging
 import operator
+import weakref
 from typing import Any
 
 import torch
@@ -35,8 +37,30 @@ log = logging.getLogger("torchtpu.compile")
 _RECIPE_FORMAT = "torchtpu-graph-recipe-1"
 
 _graph_ids = itertools.count()
-_graphs: list = []  # (name, GraphExecutable) of every compiled graph, for metrics
-_eager_graphs: list = []  # (name, reason) of graphs that run eagerly
+# The graph table for graph_metrics(). A graph's executable (its programs) lives only as long as
+# the Python object that runs it (a CompiledGraph, a dynamic graph's runner), which Dynamo drops
+# with its cache entry (torch._dynamo.reset(), a recompile limit, the compiled function freed):
+# the table holds a finalizer per live graph, not the graph, and keeps only the final counters of
+# released graphs, the most recent _RETIRED_MAX of them. A workload that compiles ever new
+# graphs thus keeps a bounded number of programs alive.
+_RETIRED_MAX = 1024
+_graphs: dict = {}  # name -> weakref.finalize(owner) whose args are (name, GraphExecutable)
+_retired: "collections.OrderedDict[str, dict]" = collections.OrderedDict()
+_eager_graphs: "collections.deque" = collections.deque(maxlen=_RETIRED_MAX)  # (name, reason)
+
+
+def _retire(name: str, g) -> None:
+    _graphs.pop(name, None)
+    _retired[name] = g.stats()
+    while len(_retired) > _RETIRED_MAX:
+        _retired.popitem(last=False)
+
+
+def _track(owner, name: str, g) -> None:
+    """Counts `g` in graph_metrics() while `owner` lives; then keeps its counters only."""
+    f = weakref.finalize(owner, _retire, name, g)
+    f.atexit = False
+    _graphs[name] = f
 
 
 class _Unsupported(Exception):
@@ -312,7 +336,7 @@ def _compile_dynamic(gm: torch.fx.GraphModule, name: str):
             try:
                 lowering = _GraphLowering(gm, sub, _concrete_values(gm, args), runtime_scalars)
                 g = lowering.build()
-                _graphs.append((sub, g))
+                _track(run, sub, g)
                 entry = (g, [c.to("tpu") for c in lowering.constants])
             except _Unsupported as e:
                 _eager_graphs.append((sub, str(e)))
@@ -352,7 +376,7 @@ class CompiledGraph(OutputCode):
 
     def _adopt(self, g) -> None:
         self._g = g
-        _graphs.append((self.name, g))
+        _track(self, self.name, g)
         self.constants = [c.to("tpu") if c.device.type != "tpu" else c for c in self.constants]
 
     def _executable(self):
@@ -495,7 +519,12 @@ def register() -> None:
 
 def graph_metrics() -> dict:
     """Per compiled graph: compiles, compile seconds, executions, launch seconds."""
-    out = {name: g.stats() for name, g in _graphs}
+    out = dict(_retired)
+    for f in list(_graphs.values()):
+        live = f.peek()  # None once its owner is gone
+        if live is not None:
+            name, g = live[2]
+            out[name] = g.stats()
     for name, reason in _eager_graphs:
         out.setdefault(name, {})["eager_reason"] = reason
     return out

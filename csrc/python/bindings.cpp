@@ -107,6 +107,7 @@ PYBIND11_MODULE(_C, m) {
     d["cache_hits"] = x.cache_hits.load();
     d["cache_misses"] = x.cache_misses.load();
     d["program_cache_evictions"] = x.program_cache_evictions.load();
+    d["programs_shared"] = x.programs_shared.load();
     d["disk_cache_hits"] = x.disk_cache_hits.load();
     d["disk_cache_misses"] = x.disk_cache_misses.load();
     d["disk_cache_signature_hits"] = x.disk_cache_signature_hits.load();

@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -11,6 +12,7 @@
 #include <cstring>
 #include <mutex>
 #include <stdexcept>
+#include <unordered_map>
 
 #include "config/config.h"
 #include "runtime/disk_cache.h"
@@ -91,6 +93,42 @@ void store_in_disk_cache(Runtime& rt, const std::string& key, const pjrt::Execut
   }
 }
 
+// Executables by module key, so that signatures lowering to the same module (an op on a
+// contiguous view and on its base, a cast both ways round) compile or load it once per process.
+// Weak: an executable lives as long as a program cache holds a Program using it. Expired
+// entries are swept when the table doubles, so it stays within a small multiple of the caches.
+class SharedModules {
+ public:
+  std::shared_ptr<pjrt::Executable> find(const std::string& key) {
+    std::lock_guard<std::mutex> g(mutex_);
+    auto it = table_.find(key);
+    if (it == table_.end()) return nullptr;
+    std::shared_ptr<pjrt::Executable> exe = it->second.lock();
+    if (!exe) table_.erase(it);
+    return exe;
+  }
+  void add(const std::string& key, const std::shared_ptr<pjrt::Executable>& exe) {
+    std::lock_guard<std::mutex> g(mutex_);
+    table_[key] = exe;
+    if (table_.size() < sweep_at_) return;
+    for (auto it = table_.begin(); it != table_.end();) {
+      it = it->second.expired() ? table_.erase(it) : std::next(it);
+    }
+    sweep_at_ = std::max<size_t>(kMinSweep, 2 * table_.size());
+  }
+
+ private:
+  static constexpr size_t kMinSweep = 1024;
+  std::mutex mutex_;
+  std::unordered_map<std::string, std::weak_ptr<pjrt::Executable>> table_;
+  size_t sweep_at_ = kMinSweep;
+};
+
+SharedModules& shared_modules() {
+  static SharedModules* table = new SharedModules();  // never destroyed: used at exit
+  return *table;
+}
+
 // The torch index of a device, for the profiler's tpu track.
 int index_of(const pjrt::Device& device) {
   Runtime& rt = get();
@@ -137,11 +175,24 @@ std::shared_ptr<Program> compile_program(const std::string& mlir, const std::str
                                          const std::string& why) {
   Runtime& rt = get();
   trace::Scope traced(trace::Kind::kCompile, "tpu::compile", -1, 0, signature);
-  // Memory miss -> disk -> compile. The key covers everything that decides the executable.
+  // Memory miss -> identical module in memory -> disk -> compile. The key covers everything
+  // that decides the executable.
+  const std::string module_key = cache_key(fingerprint(rt), rt.compile_options(), mlir);
+  if (std::shared_ptr<pjrt::Executable> same = shared_modules().find(module_key)) {
+    metrics().programs_shared++;
+    traced.set_detail(signature + " [identical module in memory]");
+    if (log_compiles()) {
+      std::fprintf(stderr, "torchtpu: %s reuses the executable of an identical module (%s)\n",
+                   signature.c_str(), why.c_str());
+    }
+    auto program = std::make_shared<Program>(std::move(same), signature);
+    if (disk_cache().enabled()) program->set_disk_key(module_key);
+    return program;
+  }
   std::string key;
   if (disk_cache().enabled()) {
     auto start = std::chrono::steady_clock::now();
-    key = cache_key(fingerprint(rt), rt.compile_options(), mlir);
+    key = module_key;
     std::string payload;
     DiskCache::Load loaded = disk_cache().load(key, &payload);
     if (loaded == DiskCache::Load::kHit) {
@@ -154,7 +205,9 @@ std::shared_ptr<Program> compile_program(const std::string& mlir, const std::str
           std::fprintf(stderr, "torchtpu: loaded %s from the disk cache in %.1f ms (%s)\n",
                        signature.c_str(), ms_since(start), why.c_str());
         }
-        auto program = std::make_shared<Program>(std::move(exe), signature);
+        std::shared_ptr<pjrt::Executable> shared = std::move(exe);
+        shared_modules().add(module_key, shared);
+        auto program = std::make_shared<Program>(std::move(shared), signature);
         program->set_disk_key(key);
         return program;
       } catch (const pjrt::Error& e) {
@@ -201,7 +254,9 @@ std::shared_ptr<Program> compile_program(const std::string& mlir, const std::str
   if (dump_mlir()) std::fprintf(stderr, "%s\n", mlir.c_str());
   if (!key.empty() && disk_cache().enabled()) store_in_disk_cache(rt, key, *exe);
   traced.set_detail(signature + (key.empty() ? " [compiled]" : " [disk cache miss: compiled]"));
-  auto program = std::make_shared<Program>(std::move(exe), signature);
+  std::shared_ptr<pjrt::Executable> shared = std::move(exe);
+  shared_modules().add(module_key, shared);
+  auto program = std::make_shared<Program>(std::move(shared), signature);
   program->set_disk_key(key);
   return program;
 }
@@ -268,6 +323,15 @@ Recipe load_recipe(const std::string& key) {
     metrics().disk_cache_corrupt++;
     return Recipe();
   }
+  if (std::shared_ptr<pjrt::Executable> same = shared_modules().find(exe_key)) {
+    // Another signature of this process already loaded or compiled the executable.
+    metrics().programs_shared++;
+    metrics().disk_cache_signature_hits++;
+    auto program = std::make_shared<Program>(std::move(same), signature);
+    program->set_disk_key(exe_key);
+    r.program = std::move(program);
+    return r;
+  }
   trace::Scope traced(trace::Kind::kCompile, "tpu::compile", -1, 0,
                       signature + " [disk cache hit by signature]");
   std::string bytes;
@@ -276,8 +340,9 @@ Recipe load_recipe(const std::string& key) {
   if (loaded == DiskCache::Load::kCorrupt) metrics().disk_cache_corrupt++;
   if (loaded != DiskCache::Load::kHit) return Recipe();
   try {
-    std::unique_ptr<pjrt::Executable> exe;
+    std::shared_ptr<pjrt::Executable> exe;
     without_plugin_log_on_failure([&] { exe = get().client().deserialize(bytes); });
+    shared_modules().add(exe_key, exe);
     auto program = std::make_shared<Program>(std::move(exe), signature);
     program->set_disk_key(exe_key);
     r.program = std::move(program);

@@ -37,6 +37,7 @@ void reset_metrics() {
                   &m.cache_hits,
                   &m.cache_misses,
                   &m.program_cache_evictions,
+                  &m.programs_shared,
                   &m.disk_cache_hits,
                   &m.disk_cache_misses,
                   &m.disk_cache_signature_hits,

@@ -16,6 +16,8 @@ struct Metrics {
   std::atomic<int64_t> cache_misses{0};
   // Programs dropped from the bounded in-memory caches (TORCHTPU_PROGRAM_CACHE_MAX_ENTRIES).
   std::atomic<int64_t> program_cache_evictions{0};
+  // Memory misses whose module was identical to one already held (compile.h): not compiled.
+  std::atomic<int64_t> programs_shared{0};
   std::atomic<int64_t> disk_cache_hits{0};
   std::atomic<int64_t> disk_cache_misses{0};
   // Of the hits, those reached from a typed signature (no lowering or printing: compile.h).

@@ -190,3 +190,29 @@ def test_log_compiles_names_the_nearest_signature(run_python):
     # Nearest is the 4x4 call (only `other` differs), not the previous miss (8x8).
     assert "differs in other=Float[1, 4] (compiled: other=Float[4, 4])" in lines[2], lines[2]
     assert "self=" not in lines[2].split("differs in", 1)[1]
+
+
+SHARED_MODULE = """
+import torch, torchtpu
+a, b = torch.randn(6, 9), torch.randn(6, 9)
+x, y = a.to("tpu"), b.to("tpu")
+out = x + y                                  # compiles add's module
+z = x.clone()
+m = torchtpu.metrics()
+z.add_(y)                                    # another signature, the same module
+after = torchtpu.metrics()
+torch.testing.assert_close(out.cpu(), a + b)
+torch.testing.assert_close(z.cpu(), a + b)
+print("COMPILED", after["programs_compiled"] - m["programs_compiled"])
+print("SHARED", after["programs_shared"] - m["programs_shared"])
+print("DISK_HITS", after["disk_cache_hits"] - m["disk_cache_hits"])
+"""
+
+
+def test_identical_modules_compile_once_per_process(run_python, tmp_path):
+    # add and add_ on whole tensors lower to the same module: the second signature reuses the
+    # executable in memory, with the disk cache off and on (no disk read either).
+    for env in ({"TORCHTPU_CACHE": "0"}, {"TORCHTPU_CACHE_DIR": str(tmp_path / "cache")}):
+        proc = run_python(SHARED_MODULE, **env)
+        out = dict(line.split() for line in proc.stdout.splitlines() if line.count(" ") == 1)
+        assert out == {"COMPILED": "0", "SHARED": "1", "DISK_HITS": "0"}, (env, proc.stdout)

@@ -150,3 +150,35 @@ def test_threads_racing_on_one_new_graph_signature_compile_once(run_python):
     # during recompilation-reason analysis"), which is Dynamo's behaviour, not our cache's.
     proc = run_python(GRAPH_RACE, timeout=300)
     assert "COMPILES 1" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_released_graphs_free_their_programs_and_keep_their_counters():
+    # graph_metrics() used to hold every graph's executable forever; now a graph lives as long as
+    # Dynamo keeps the code that runs it, and only its counters outlive it.
+    import gc
+    import weakref
+
+    from torchtpu import _dynamo
+
+    def f(x):
+        return (x * 3 - 1).cos()
+
+    cf = torch.compile(f, backend="tpu", dynamic=False)
+    x = torch.randn(5, 7)
+    assert_close(cf(x.to("tpu")).cpu(), f(x))
+    names = [n for n in _dynamo._graphs if n not in _dynamo._retired]
+    assert names, "the compiled graph is not in the graph table"
+    live = {n: weakref.ref(_dynamo._graphs[n].peek()[2][1]) for n in names}
+    stats = {n: _dynamo.graph_metrics()[n] for n in names}
+    assert any(s["executions"] >= 1 for s in stats.values())
+
+    del cf
+    torch._dynamo.reset()
+    gc.collect()
+    assert all(r() is None for r in live.values()), "a released graph's executable is still alive"
+    after = _dynamo.graph_metrics()
+    for n, s in stats.items():
+        assert after[n]["executions"] == s["executions"]
+        assert after[n]["compiles"] == s["compiles"]
+    # Compiling again after the reset works and gives the CPU's values.
+    assert_close(torch.compile(f, backend="tpu")(x.to("tpu")).cpu(), f(x))
