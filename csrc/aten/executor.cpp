@@ -592,6 +592,10 @@ std::string recipe_of(const Entry& e) {
     w.ints(o.dims);
     w.i64(static_cast<int64_t>(o.dtype));
     w.i64(static_cast<int64_t>(o.element_type));
+    // A result stored in a memory format's physical order (channels_last): its logical sizes
+    // and the CPU's strides, without which a reloaded recipe returned the physical shape.
+    w.ints(o.sizes);
+    w.ints(o.strides);
   }
   w.i64(static_cast<int64_t>(e.num_returns));
   w.i64(static_cast<int64_t>(e.rng_numel));
@@ -627,6 +631,9 @@ std::shared_ptr<Entry> entry_from_recipe(const std::string& key, const CallState
       o.dims = r.ints();
       o.dtype = static_cast<c10::ScalarType>(r.i64());
       o.element_type = static_cast<ElementType>(r.i64());
+      o.sizes = r.ints();
+      o.strides = r.ints();
+      if (o.sizes.size() != o.strides.size()) return nullptr;
       if (o.to_storage && (o.index < 0 || o.index >= nparams)) return nullptr;
       e->outputs.push_back(std::move(o));
     }

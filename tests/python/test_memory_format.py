@@ -108,3 +108,76 @@ def test_channels_last_module_training_matches_cpu():
     tout.sum().backward()
     for p, tp in zip(model.parameters(), tmodel.parameters()):
         torch.testing.assert_close(tp.grad.cpu(), p.grad, rtol=1e-4, atol=1e-4)
+
+
+RESTART_CHILD = """
+import json, torch, torchtpu, torch.nn.functional as F
+g = torch.Generator().manual_seed(0)
+x = torch.randn(2, 3, 6, 5, generator=g).contiguous(memory_format=torch.channels_last)
+w, b, cw = torch.randn(3, generator=g), torch.randn(3, generator=g), torch.randn(4, 3, 3, 3)
+fns = {
+    "batch_norm": lambda x, w, b, cw: F.batch_norm(x, None, None, w, b, training=True),
+    "conv": lambda x, w, b, cw: F.conv2d(x, cw),
+    "relu": lambda x, w, b, cw: x.relu(),
+    "avg_pool": lambda x, w, b, cw: F.avg_pool2d(x, 2),
+}
+res = {}
+for name, fn in fns.items():
+    want = fn(x, w, b, cw)
+    got = fn(*(t.to("tpu") for t in (x, w, b, cw)))
+    res[name] = [list(got.shape) == list(want.shape), got.stride() == want.stride(),
+                 torch.allclose(got.cpu(), want, atol=1e-5)]
+print(json.dumps({"res": res, "hits": torchtpu.metrics()["disk_cache_signature_hits"]}))
+"""
+
+
+def test_channels_last_results_survive_a_restart(run_python, tmp_path):
+    # The second process finds each op's program through its on-disk signature recipe, which
+    # must carry the result's logical shape and strides (it once returned the physical shape).
+    import json
+
+    for _ in range(2):
+        out = run_python(RESTART_CHILD, TORCHTPU_CACHE_DIR=str(tmp_path / "cache"),
+                         TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "torch"))
+        r = json.loads(out.stdout.strip().splitlines()[-1])
+        assert all(all(v) for v in r["res"].values()), r
+    assert r["hits"] > 0, r
+
+
+LAYOUTS = {
+    "channels_last": lambda: cl_input(),
+    "channels_last_3d": lambda: cl_input((2, 3, 4, 3, 2), CL3),
+    "transposed": lambda: torch.randn(5, 7).t(),
+    "permuted": lambda: torch.randn(2, 3, 4).permute(2, 0, 1),
+    "strided_slice": lambda: torch.randn(6, 8)[:, ::2],
+    "expanded": lambda: torch.randn(3, 1).expand(3, 4),
+}
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_dtype_casts_and_host_copies_keep_cpu_strides(layout):
+    x = LAYOUTS[layout]()
+    t = x.to("tpu")
+    for dtype in (torch.float64, torch.float16, torch.int32, torch.bool):
+        got, want = t.to(dtype), x.to(dtype)
+        assert got.stride() == want.stride(), (dtype, got.stride(), want.stride())
+        torch.testing.assert_close(got.cpu(), want)
+        back = got.cpu()  # .cpu() keeps the device tensor's strides, like the CPU's .clone()
+        assert back.stride() == got.stride() == want.stride()
+
+
+@pytest.mark.parametrize("case", [((4, 3), 0, 1, 3, 1), ((4, 6), 1, 1, 5, 2), ((5, 4), 0, 0, 4, 2),
+                                  ((6, 4, 2), 1, 1, 3, 1)], ids=str)
+@pytest.mark.parametrize("transposed", [False, True])
+def test_slice_inverse_matches_cpu(case, transposed):
+    shape, dim, start, end, step = case
+    base = torch.randn(shape)
+    if transposed:  # a base whose dims are stored in reverse order
+        base = base.transpose(0, -1).contiguous().transpose(0, -1)
+    index = (slice(None),) * dim + (slice(start, end, step),)
+    want = torch.ops.aten.slice_inverse(base[index], base, dim, start, end, step)
+    tb = base.to("tpu")
+    got = torch.ops.aten.slice_inverse(tb[index], tb, dim, start, end, step)
+    assert got.shape == want.shape and got.stride() == want.stride()
+    assert got.storage_offset() == want.storage_offset()
+    assert torch.equal(got.cpu(), want)

@@ -135,3 +135,54 @@ def test_matmul_backward_on_cpu_is_nested_only():
     a = torch.randn(2, 2)
     with pytest.raises(NotImplementedError, match="matmul_backward"):
         torch.ops.aten.matmul_backward(a, a, a, [True, True])
+
+
+# ---- batch norm's out= forms (issue 18: _batch_norm_with_update.out took the CPU fallback) ----
+
+def _bn_out_call(form, x, w, b, rm, rv, outs):
+    aten = torch.ops.aten
+    if form == "with_update":
+        return aten._batch_norm_with_update.out(x, w, b, rm, rv, 0.1, 1e-5, out=outs[0],
+                                                save_mean=outs[1], save_invstd=outs[2],
+                                                reserve=outs[3])
+    if form in ("legit_train", "legit_eval"):
+        return aten._native_batch_norm_legit.out(x, w, b, rm, rv, form == "legit_train", 0.1,
+                                                 1e-5, out=outs[0], save_mean=outs[1],
+                                                 save_invstd=outs[2])
+    return aten._native_batch_norm_legit.no_stats_out(x, w, b, True, 0.1, 1e-5, out=outs[0],
+                                                      save_mean=outs[1], save_invstd=outs[2])
+
+
+@pytest.mark.parametrize("presized", [False, True])
+@pytest.mark.parametrize("channels_last", [False, True])
+@pytest.mark.parametrize("form", ["with_update", "legit_train", "legit_eval", "no_stats"])
+def test_batch_norm_out_forms_match_cpu(form, channels_last, presized):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(4, 3, 5, 5, generator=g)
+    if channels_last:
+        x = x.to(memory_format=torch.channels_last)
+    w, b = torch.randn(3, generator=g), torch.randn(3, generator=g)
+    rm, rv = torch.randn(3, generator=g), torch.rand(3, generator=g) + 0.5
+    n = 4 if form == "with_update" else 3
+    shapes = [(4, 3, 5, 5), (3,), (3,), (5,)] if presized else [(0,)] * 4
+    def outs(device):
+        return [torch.empty(shapes[i], device=device,
+                            dtype=torch.uint8 if i == 3 else torch.float32) for i in range(n)]
+    cpu_outs, layout_outs, dev_outs = outs("cpu"), outs("cpu"), outs("tpu")
+    rm_d, rv_d = rm.to("tpu"), rv.to("tpu")
+    # Values from the CPU on a contiguous copy of x: the CPU's out= kernels write wrong values
+    # for a channels_last input into a contiguous out (they index out as if channels_last; its
+    # functional forms are right). The out tensors' layout is the CPU's for x itself.
+    _bn_out_call(form, x, w, b, rm.clone(), rv.clone(), layout_outs)
+    _bn_out_call(form, x.contiguous(), w, b, rm, rv, cpu_outs)
+    got = _bn_out_call(form, x.to("tpu"), w.to("tpu"), b.to("tpu"), rm_d, rv_d, dev_outs)
+    assert all(g_ is o for g_, o in zip(got, dev_outs))  # returns its out= tensors
+    for i, (d, c) in enumerate(zip(dev_outs, cpu_outs)):
+        lay = layout_outs[i]
+        assert d.shape == lay.shape and d.stride() == lay.stride() and d.dtype == lay.dtype
+        # reserve, and the saved statistics in evaluation: left untouched on both sides.
+        if i == 0 or (i < 3 and form != "legit_eval"):
+            torch.testing.assert_close(d.cpu(), c, rtol=1e-5, atol=1e-5)
+    # The running statistics are updated in place like the CPU's (or left alone).
+    torch.testing.assert_close(rm_d.cpu(), rm, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(rv_d.cpu(), rv, rtol=1e-6, atol=1e-6)
