@@ -133,6 +133,9 @@ LoweringFn float_predicate(UnaryFn f, bool int_value, OnComplex on_complex = OnC
                               : b.binary("stablehlo.and", re, im))};
     }
     if (!is_fp(x.dtype())) return {full_like_type(ctx.b, int_value ? 1 : 0, ctx.out_type())};
+    // float8 widens exactly first: an infinity constant in a format without one would be its
+    // largest value (e4m3fn) or its NaN (fnuz).
+    if (shlo::is_float8(x.dtype())) x = ctx.b.convert(x, ElementType::kF32);
     return {finish(ctx, f(ctx.b, x))};
   };
 }

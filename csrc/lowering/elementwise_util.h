@@ -44,7 +44,8 @@ inline Value min_nan(FunctionBuilder& b, Value x, Value y) {
 // Sign bit of a float, so -0.0 and -NaN count as negative like std::signbit.
 inline Value signbit(FunctionBuilder& b, Value x) {
   if (!is_fp(x.dtype())) return lt0(b, x);
-  ElementType bits = shlo::bit_width(x.dtype()) == 16   ? ElementType::kS16
+  ElementType bits = shlo::bit_width(x.dtype()) == 8    ? ElementType::kS8
+                     : shlo::bit_width(x.dtype()) == 16 ? ElementType::kS16
                      : shlo::bit_width(x.dtype()) == 32 ? ElementType::kS32
                                                         : ElementType::kS64;
   return lt0(b, b.bitcast_convert(x, bits));

@@ -514,6 +514,9 @@ LoweringFn cum_extreme(bool is_max) {
       return {finish_reduced(ctx, x, 0),
               finish_reduced(ctx, b.constant_int(0, x.type.with_dtype(ElementType::kS64)), 1)};
     }
+    // float8 scans in f32 (exact; values and order unchanged): XLA's float8 normalization
+    // breaks on this variadic reduce_window (a compile-time RET_CHECK).
+    if (shlo::is_float8(x.dtype())) x = b.convert(x, ElementType::kF32);
     int64_t n = x.shape()[static_cast<size_t>(dim)];
     Value idx = b.iota(x.type.with_dtype(ElementType::kS64), dim);
     TensorType is(ElementType::kS64, {});

@@ -116,9 +116,14 @@ std::string float_bits_literal(double value, ElementType t) {
 // A float8 constant as PyTorch converts it, up to the final rounding (which MLIR's parser does,
 // to nearest even): through float32, e4m3fn saturating at +-448, the others overflowing to inf
 // (e5m2) or NaN (fnuz) from the first value that rounds past their largest, and no -0 in fnuz.
+// An infinity itself, in the formats without one, is their largest finite value (as e4m3fn's
+// saturation gives): lowerings ask for +-inf as the identity of max/min (reduction and pooling
+// inits, masks), where the fnuz NaN would poison every result.
 double float8_range(double value, ElementType t) {
   value = static_cast<float>(value);
   if (std::isnan(value)) return value;
+  if (std::isinf(value) && t == ElementType::kF8E4M3FNUZ) return std::copysign(240.0, value);
+  if (std::isinf(value) && t == ElementType::kF8E5M2FNUZ) return std::copysign(57344.0, value);
   double mag = std::fabs(value);
   switch (t) {
     case ElementType::kF8E4M3FN:

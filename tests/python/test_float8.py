@@ -401,3 +401,63 @@ def test_functional_scaled_mm_bad_input_raises():
         scaled_mm(t[0], t[1], t[2], tw, t[2], tw, swizzle_a=SwizzleType.SWIZZLE_32_4_4)
     with pytest.raises(ValueError, match="Invalid scaling configuration"):
         scaled_mm(t[0], t[1], t[2], ScalingType.BlockWise1x32, t[2], ScalingType.BlockWise1x32)
+
+
+# ---- ops the CPU refuses for float8 ----
+# tpu computes these in float32 (PyTorch's opmath for narrow floats) and rounds to float8, so the
+# oracle is the op on the float32 values, rounded to the result's dtype. What they must never do
+# is treat a missing infinity as a value: e4m3fn has none (an inf constant saturates to 448) and
+# the fnuz formats have none either (an inf constant would be their NaN).
+
+def finite_values(dtype):
+    x = all_values(dtype)
+    return x[x.float().isfinite()]
+
+
+def assert_like_float32(got, fn, x):
+    want = fn(x.float())
+    if want.dtype == torch.float32 and got.dtype != torch.float32:
+        want = want.to(got.dtype)
+    assert_same(got, want)
+
+
+REDUCTIONS = {
+    "max": lambda x: x.max(), "min": lambda x: x.min(), "amax": lambda x: x.amax(),
+    "amin": lambda x: x.amin(), "argmax": lambda x: x.argmax(), "argmin": lambda x: x.argmin(),
+    "max_dim": lambda x: x.reshape(-1, 2).max(1).values,
+    "cummax": lambda x: x.cummax(0).values, "cummin": lambda x: x.cummin(0).values,
+    "cummin_indices": lambda x: x.cummin(0).indices,
+    "scatter_amax": lambda x: torch.zeros(3, dtype=x.dtype, device=x.device).scatter_reduce(
+        0, torch.arange(x.numel(), device=x.device) % 3, x, "amax"),
+    "adaptive_max_pool1d": lambda x: torch.nn.functional.adaptive_max_pool1d(x.reshape(1, 1, -1),
+                                                                             4),
+    "max_pool1d": lambda x: torch.nn.functional.max_pool1d(x.reshape(1, 1, -1), 2),
+}
+
+
+@pytest.mark.parametrize("name", REDUCTIONS)
+@pytest.mark.parametrize("dtype", F8, ids=ids)
+def test_max_min_family_beyond_cpu_matches_float32(dtype, name):
+    x = finite_values(dtype)
+    x = x[: x.numel() // 2 * 2]
+    fn = REDUCTIONS[name]
+    try:
+        got = fn(x.to("tpu"))
+    except (RuntimeError, NotImplementedError) as e:  # refused with a clear error is fine
+        assert "Float8" in str(e) or "not implemented" in str(e), e
+        return
+    assert_like_float32(got, fn, x)
+
+
+@pytest.mark.parametrize("dtype", F8, ids=ids)
+def test_float_predicates_and_signbit(dtype):
+    x = all_values(dtype)
+    t = x.to("tpu")
+    # No float8 format but e5m2 has infinities: isinf is False everywhere else (not at +-448).
+    for fn in (torch.isinf, torch.isposinf, torch.isneginf, torch.isnan):
+        assert_same(fn(t), fn(x.float()))
+    finite = x.float().isfinite()
+    if dtype in (torch.float8_e4m3fn, torch.float8_e5m2):  # -0 and the sign of NaN as stored
+        assert_same(t.signbit(), x.view(torch.int8) < 0)
+    else:
+        assert_same(t.signbit()[finite.to("tpu")], x.float()[finite].signbit())
