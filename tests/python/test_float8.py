@@ -461,3 +461,32 @@ def test_float_predicates_and_signbit(dtype):
         assert_same(t.signbit(), x.view(torch.int8) < 0)
     else:
         assert_same(t.signbit()[finite.to("tpu")], x.float()[finite].signbit())
+
+
+def _fp8_linear(x, w, bias):
+    # torchao-style dynamic tensor-wise scaling: amax -> scale -> saturating cast -> _scaled_mm.
+    e4 = torch.float8_e4m3fn
+    sx = 448.0 / x.abs().amax().clamp(min=1e-12).float()
+    sw = 448.0 / w.abs().amax().clamp(min=1e-12).float()
+    xf = (x * sx).clamp(-448, 448).to(e4)
+    wf = (w * sw).clamp(-448, 448).to(e4)
+    return torch._scaled_mm(xf, wf.t(), (1 / sx).reshape(()), (1 / sw).reshape(()), bias=bias,
+                            out_dtype=torch.bfloat16)
+
+
+@pytest.mark.usefixtures("no_cpu_fallback")
+def test_dynamic_float8_linear_eager_and_compiled_match_cpu():
+    g = torch.Generator().manual_seed(5)
+    x, w, b = (torch.randn(s, generator=g).to(torch.bfloat16) for s in ((32, 64), (48, 64), (48,)))
+    want = _fp8_linear(x, w, b)
+    args = [t.to("tpu") for t in (x, w, b)]
+    # The same casts, scales and f32-accumulated products: equal to the CPU's within one bf16
+    # rounding of the f32 result (here bit for bit).
+    torch.testing.assert_close(_fp8_linear(*args).cpu(), want, rtol=2**-7, atol=0)
+    compiled = torch.compile(_fp8_linear, backend="tpu", fullgraph=True)
+    torch.testing.assert_close(compiled(*args).cpu(), want, rtol=2**-7, atol=0)
+    # Gradients flow through the float8 casts as through any cast (straight through).
+    for dev in ("cpu", "tpu"):
+        a = torch.randn(8, generator=g).to(dev).requires_grad_()
+        (a.to(torch.float8_e4m3fn).to(torch.float32) * 3).sum().backward()
+        assert torch.equal(a.grad.cpu(), torch.full((8,), 3.0))

@@ -186,3 +186,58 @@ def test_batch_norm_out_forms_match_cpu(form, channels_last, presized):
     # The running statistics are updated in place like the CPU's (or left alone).
     torch.testing.assert_close(rm_d.cpu(), rm, rtol=1e-6, atol=1e-6)
     torch.testing.assert_close(rv_d.cpu(), rv, rtol=1e-6, atol=1e-6)
+
+
+# ---- backward ops' out= overloads (issue 18: grid_sampler_3d_backward.out rejected `out0`,
+# _adaptive_avg_pool3d_backward.out got `out` twice: PyTorch's meta registrations of those two
+# cannot take their own schema's keywords) and their siblings ----
+_A = torch.ops.aten
+_LONG0 = lambda shape, d: torch.zeros(shape, dtype=torch.long, device=d)  # noqa: E731
+BACKWARD_OUT = {
+    "grid_sampler_3d_backward.out": (lambda d, o: _A.grid_sampler_3d_backward.out(
+        *d, 0, 0, False, [True, True], out0=o[0], out1=o[1]),
+        [(1, 1, 2, 2, 2), (1, 1, 3, 3, 3), (1, 2, 2, 2, 3)], 2),
+    "grid_sampler_2d_backward.out": (lambda d, o: _A.grid_sampler_2d_backward.out(
+        *d, 0, 0, False, [True, True], out0=o[0], out1=o[1]),
+        [(1, 1, 2, 2), (1, 1, 3, 3), (1, 2, 2, 2)], 2),
+    "_adaptive_avg_pool3d_backward.out": (lambda d, o: _A._adaptive_avg_pool3d_backward.out(
+        *d, out=o[0]), [(1, 2, 2, 2, 2), (1, 2, 4, 4, 4)], 1),
+    "_adaptive_avg_pool2d_backward.out": (lambda d, o: _A._adaptive_avg_pool2d_backward.out(
+        *d, out=o[0]), [(1, 2, 2, 2), (1, 2, 4, 4)], 1),
+    "adaptive_max_pool2d_backward.grad_input": (
+        lambda d, o: _A.adaptive_max_pool2d_backward.grad_input(
+            d[0], d[1], _LONG0((1, 2, 2, 2), d[0].device), grad_input=o[0]),
+        [(1, 2, 2, 2), (1, 2, 4, 4)], 1),
+    "avg_pool3d_backward.grad_input": (lambda d, o: _A.avg_pool3d_backward.grad_input(
+        *d, [2, 2, 2], [2, 2, 2], [0, 0, 0], False, True, None, grad_input=o[0]),
+        [(1, 2, 2, 2, 2), (1, 2, 4, 4, 4)], 1),
+    "upsample_nearest3d_backward.grad_input": (
+        lambda d, o: _A.upsample_nearest3d_backward.grad_input(
+            d[0], [4, 4, 4], [1, 2, 2, 2, 2], None, None, None, grad_input=o[0]),
+        [(1, 2, 4, 4, 4)], 1),
+    "reflection_pad3d_backward.grad_input": (
+        lambda d, o: _A.reflection_pad3d_backward.grad_input(d[0], d[1], [1] * 6,
+                                                             grad_input=o[0]),
+        [(1, 1, 4, 4, 4), (1, 1, 2, 2, 2)], 1),
+    "max_pool3d_with_indices_backward.grad_input": (
+        lambda d, o: _A.max_pool3d_with_indices_backward.grad_input(
+            d[0], d[1], [2, 2, 2], [2, 2, 2], [0, 0, 0], [1, 1, 1], False,
+            _LONG0((1, 2, 2, 2, 2), d[0].device), grad_input=o[0]),
+        [(1, 2, 2, 2, 2), (1, 2, 4, 4, 4)], 1),
+    "col2im.out": (lambda d, o: _A.col2im.out(d[0], [5, 5], [2, 2], [1, 1], [0, 0], [1, 1],
+                                              out=o[0]), [(1, 8, 16)], 1),
+}
+
+
+@pytest.mark.parametrize("name", BACKWARD_OUT)
+def test_backward_out_overloads_match_cpu(name):
+    fn, shapes, n = BACKWARD_OUT[name]
+    g = torch.Generator().manual_seed(0)
+    ins = [torch.randn(s, generator=g) for s in shapes]
+    want = [torch.empty(0) for _ in range(n)]
+    fn(ins, want)
+    got = [torch.empty(0, device="tpu") for _ in range(n)]
+    fn([t.to("tpu") for t in ins], got)
+    for d, c in zip(got, want):
+        assert d.shape == c.shape and d.stride() == c.stride()
+        torch.testing.assert_close(d.cpu(), c, rtol=1e-5, atol=1e-5)
