@@ -11,8 +11,9 @@ The warm cache holds two kinds of entries: executables (keyed by their module) a
 by an op's typed signature, naming the executable). `tpu_warm` finds executables through recipes,
 without lowering any op; `tpu_warm_by_module` runs on a copy of the warm cache without recipes,
 so each op is lowered, printed and hashed to find its executable (how a warm restart worked
-before recipes). With --repeats N the CPU and both warm runs repeat, interleaved, and each
-figure is the fastest of its N (this machine is shared and noisy).
+before recipes). With --repeats N every run repeats, interleaved round by round (CPU, cold on a
+new empty cache, warm, warm by module), and each figure is the fastest of its N (this machine is
+shared and noisy: a figure from one run against the fastest of several would skew the ratio).
 
 With --profile, one more cold run logs every compile (TORCHTPU_LOG_COMPILES=1) and prints where
 its compile seconds go: programs compiled, distinct described signatures (the rest differ only in
@@ -194,21 +195,23 @@ def main() -> None:
     workloads = [args.only] if args.only else ["llama", "cnn"]
     for workload in workloads:
         with tempfile.TemporaryDirectory(prefix="torchtpu-cold-") as tmp:
-            cache_dir = os.path.join(tmp, "cache")
-            cpu = [run_child("cpu", workload, None)]
-            cold = run_child("tpu", workload, cache_dir)
-            warm, by_module = [], []
+            cpu, cold, warm, by_module = [], [], [], []
             for i in range(args.repeats):
-                if i > 0:
-                    cpu.append(run_child("cpu", workload, None))
+                # Each round: the CPU, then tpu cold on a cache of its own (empty), then warm.
+                cpu.append(run_child("cpu", workload, None))
+                cache_dir = os.path.join(tmp, f"cache-{i}")
+                cold.append(run_child("tpu", workload, cache_dir))
                 warm.append(run_child("tpu", workload, cache_dir))
                 module_dir = os.path.join(tmp, f"modules-{i}")
                 copy_without_recipes(cache_dir, module_dir)
                 by_module.append(run_child("tpu", workload, module_dir))
-            runs = {"cpu": fastest(cpu), "tpu_cold": cold, "tpu_warm": fastest(warm),
-                    "tpu_warm_by_module": fastest(by_module)}
+            every = {"cpu": cpu, "tpu_cold": cold, "tpu_warm": warm,
+                     "tpu_warm_by_module": by_module}
+            runs = {name: fastest(rs) for name, rs in every.items()}
         for name, r in runs.items():
             row = {"workload": workload, "run": name}
+            if args.repeats > 1:
+                row["every_workload_s"] = [round(x["workload_s"], 2) for x in every[name]]
             row.update({k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items()
                         if k != "losses"})
             print(json.dumps(row), flush=True)
