@@ -165,6 +165,33 @@ def _tolerate_removed_overloads():
         cls.__getattr__ = orig
 
 
+def torchax_train_fn(model):
+    """The torchax train step: value_and_grad + AdamW written in torch ops (build()'s settings)."""
+    import torchax.interop as interop
+
+    def loss_fn(params, buffers, ids):
+        return torch.func.functional_call(model, {**params, **buffers}, (ids,),
+                                          {"labels": ids}).loss
+
+    value_and_grad = interop.jax_value_and_grad(loss_fn)
+    lr, b1, b2, eps, wd = 1e-3, 0.9, 0.999, 1e-8, 1e-2  # build()'s AdamW
+
+    def train(params, m, v, step, buffers, ids):
+        loss, grads = value_and_grad(params, buffers, ids)
+        step = step + 1
+        bc1, bc2 = 1 - b1 ** step, 1 - b2 ** step
+        new_p, new_m, new_v = {}, {}, {}
+        for k, p in params.items():
+            g = grads[k]
+            new_m[k] = m[k] * b1 + g * (1 - b1)
+            new_v[k] = v[k] * b2 + g * g * (1 - b2)
+            denom = (new_v[k] / bc2).sqrt() + eps
+            new_p[k] = p * (1 - lr * wd) - lr * (new_m[k] / bc1) / denom
+        return loss, new_p, new_m, new_v, step
+
+    return train
+
+
 def run_torchax(workload, steps):
     """The same model and step through torchax + jax.jit (one program per step by construction):
     the forward, or value_and_grad + AdamW (the update written in torch ops, state donated)."""
@@ -180,28 +207,10 @@ def run_torchax(workload, steps):
             params = {k: v.detach() for k, v in model.named_parameters()}
             buffers = dict(model.named_buffers())
 
-            def loss_fn(params, buffers, ids):
-                return torch.func.functional_call(model, {**params, **buffers}, (ids,),
-                                                  {"labels": ids}).loss
-
             def fwd(params, buffers, ids):
                 return torch.func.functional_call(model, {**params, **buffers}, (ids,)).logits
 
-            value_and_grad = interop.jax_value_and_grad(loss_fn)
-            lr, b1, b2, eps, wd = 1e-3, 0.9, 0.999, 1e-8, 1e-2  # build()'s AdamW
-
-            def train(params, m, v, step, buffers, ids):
-                loss, grads = value_and_grad(params, buffers, ids)
-                step = step + 1
-                bc1, bc2 = 1 - b1 ** step, 1 - b2 ** step
-                new_p, new_m, new_v = {}, {}, {}
-                for k, p in params.items():
-                    g = grads[k]
-                    new_m[k] = m[k] * b1 + g * (1 - b1)
-                    new_v[k] = v[k] * b2 + g * g * (1 - b2)
-                    denom = (new_v[k] / bc2).sqrt() + eps
-                    new_p[k] = p * (1 - lr * wd) - lr * (new_m[k] / bc1) / denom
-                return loss, new_p, new_m, new_v, step
+            train = torchax_train_fn(model)
 
             if workload == "forward":
                 jitted = interop.jax_jit(fwd)
