@@ -232,6 +232,14 @@ std::vector<Value> lower_embedding_bag_backward(LoweringContext& ctx) {
     Value mi = b.reshape(b.convert(ctx.tensor(5), ElementType::kS64), {count * d, 1});
     Value col = b.reshape(b.iota(TensorType(ElementType::kS64, {count, d}), 1), {count * d, 1});
     Value keep = b.compare(mi, b.constant_int(0, mi.type), shlo::CompareDirection::kGE);
+    // Empty bags contribute nothing: their max index is -1 (the lowering's forward) or 0 (the
+    // CPU's form, which the eager kernel returns), so bag_size decides.
+    Value bag_size = b.convert(ctx.tensor(4), ElementType::kS64);
+    bag_size = b.slice(b.reshape(bag_size, {bag_size.type.numel()}), {0}, {count}, {1});
+    Value nonempty =
+        b.compare(bag_size, b.constant_int(0, bag_size.type), shlo::CompareDirection::kGT);
+    keep = b.binary("stablehlo.and", keep,
+                    b.reshape(b.broadcast_in_dim(nonempty, {count, d}, {0}), {count * d, 1}));
     Value coords = b.concatenate({b.max(mi, b.constant_int(0, mi.type)), col}, 1);
     Value upd = b.select(b.reshape(keep, {count * d}), b.reshape(g, {count * d}),
                          zeros(b, TensorType(acc, {count * d})));

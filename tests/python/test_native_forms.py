@@ -241,3 +241,36 @@ def test_backward_out_overloads_match_cpu(name):
     for d, c in zip(got, want):
         assert d.shape == c.shape and d.stride() == c.stride()
         torch.testing.assert_close(d.cpu(), c, rtol=1e-5, atol=1e-5)
+
+
+# ---- _embedding_bag's extra outputs (issue 18: other shapes than on the CPU) ----
+
+@pytest.mark.parametrize("op", ["_embedding_bag", "_embedding_bag_forward_only"])
+@pytest.mark.parametrize("mode", [0, 1, 2], ids=["sum", "mean", "max"])
+@pytest.mark.parametrize("include_last_offset", [False, True])
+@pytest.mark.parametrize("padding_idx", [-1, 4])
+def test_embedding_bag_extra_outputs_match_cpu(op, mode, include_last_offset, padding_idx):
+    g = torch.Generator().manual_seed(0)
+    w = torch.randn(10, 3, generator=g)
+    idx, off = torch.tensor([1, 2, 4, 5, 4, 3]), torch.tensor([0, 2, 5, 6])
+    psw = torch.rand(6, generator=g) if mode == 0 else None
+    fn = getattr(torch.ops.aten, op)
+    want = fn(w, idx, off, False, mode, False, psw, include_last_offset, padding_idx)
+    got = fn(w.to("tpu"), idx.to("tpu"), off.to("tpu"), False, mode, False,
+             None if psw is None else psw.to("tpu"), include_last_offset, padding_idx)
+    torch.testing.assert_close(got[0].cpu(), want[0])
+    for d, c in zip(got[1:], want[1:]):
+        assert d.dtype == c.dtype and d.shape == c.shape, (d.shape, c.shape)
+        assert torch.equal(d.cpu(), c), (d.cpu(), c)
+
+
+@pytest.mark.parametrize("offsets", [[0, 2, 5], [0, 2, 2, 7]], ids=["full", "empty_bags"])
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+def test_embedding_bag_gradients_still_match_cpu(mode, offsets):
+    from conftest import check_forward_backward
+
+    g = torch.Generator().manual_seed(1)
+    idx, off = torch.tensor([1, 2, 4, 5, 4, 3, 9]), torch.tensor(offsets)
+    check_forward_backward(
+        lambda w, i, o: torch.nn.functional.embedding_bag(i, w, o, mode=mode),
+        [torch.randn(10, 3, generator=g), idx, off], grad_args=(0,))
