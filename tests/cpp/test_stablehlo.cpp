@@ -26,6 +26,27 @@ TEST(LiteralTest, NonFiniteFloatsUseHexBits) {
   EXPECT_EQ(scalar_literal_int(255, ElementType::kU8), "255");
 }
 
+TEST(LiteralTest, Float8TypesAndConstants) {
+  EXPECT_EQ(TensorType(ElementType::kF8E4M3FN, {2}).str(), "tensor<2xf8E4M3FN>");
+  EXPECT_EQ(TensorType(ElementType::kF8E5M2FNUZ, {}).str(), "tensor<f8E5M2FNUZ>");
+  EXPECT_TRUE(is_float(ElementType::kF8E5M2) && is_float8(ElementType::kF8E4M3FNUZ));
+  EXPECT_FALSE(is_float8(ElementType::kBF16));
+  EXPECT_EQ(bit_width(ElementType::kF8E4M3FN), 8);
+  // PyTorch's conversions: e4m3fn saturates, e5m2 overflows to inf, fnuz to its NaN (0x80).
+  EXPECT_EQ(scalar_literal(1000, ElementType::kF8E4M3FN),
+            scalar_literal(448, ElementType::kF8E4M3FN));
+  EXPECT_EQ(scalar_literal(1e6, ElementType::kF8E5M2), "0x7C");
+  EXPECT_EQ(scalar_literal(300, ElementType::kF8E4M3FNUZ), "0x80");
+  EXPECT_EQ(scalar_literal(NAN, ElementType::kF8E4M3FN), "0x7F");
+  // An infinity asked for directly (a max/min identity) is the largest finite value where the
+  // format has no infinity, never the fnuz NaN.
+  EXPECT_EQ(scalar_literal(-INFINITY, ElementType::kF8E4M3FNUZ),
+            scalar_literal(-240, ElementType::kF8E4M3FNUZ));
+  EXPECT_EQ(scalar_literal(INFINITY, ElementType::kF8E5M2FNUZ),
+            scalar_literal(57344, ElementType::kF8E5M2FNUZ));
+  EXPECT_EQ(scalar_literal(INFINITY, ElementType::kF8E5M2), "0x7C");
+}
+
 TEST(ModuleBuilderTest, AddFunction) {
   ModuleBuilder m;
   auto& f = m.main();
