@@ -13,6 +13,7 @@
 #include "lowering/lowering.h"
 #include "lowering/numbers.h"
 #include "lowering/random_bits.h"
+#include "lowering/scalar_fits.h"
 #include "lowering/sorting.h"
 
 namespace torchtpu::lowering {
@@ -375,9 +376,21 @@ std::vector<Value> lower_randint(LoweringContext& ctx) {
 // A uniformly random permutation: iota ordered by 64 random bits per element (a tie, at odds of
 // about n^2 / 2^65, only keeps the two elements in order).
 std::vector<Value> lower_randperm(LoweringContext& ctx) {
+  const TensorType& out = ctx.out_type();
+  // The CPU's checks on n against the result dtype (n is structural: one check per program).
+  const int64_t n = out.shape.at(0);
+  TORCH_CHECK(out.dtype != ElementType::kPred, "\"randperm\" not implemented for 'Bool'");
+  if (out.dtype == ElementType::kF16) {
+    TORCH_CHECK(n <= 2049, "n cannot be greater than 2049 for Half type.");
+  } else if (out.dtype == ElementType::kF32) {
+    TORCH_CHECK(n <= (int64_t{1} << 24) + 1, "n cannot be greater than 2^24+1 for Float type.");
+  } else if (out.dtype == ElementType::kF64) {
+    TORCH_CHECK(n <= (int64_t{1} << 53) + 1, "n cannot be greater than 2^53+1 for Double type.");
+  } else if (!shlo::is_float(out.dtype)) {  // bfloat16 goes unchecked, as on the CPU
+    check_scalar_fits(c10::Scalar(n > 0 ? n - 1 : n), to_scalar_type(out.dtype));
+  }
   std::vector<Value> r;
   if (empty_result(ctx, r)) return r;
-  const TensorType& out = ctx.out_type();
   Value bits = random_bits(ctx, out.shape, ElementType::kU64);
   Value keys = ctx.b.bitcast_convert(bits, ElementType::kS64);
   Value perm = sort_with_indices(ctx.b, keys, 0, /*descending=*/false).at(1);
@@ -402,6 +415,10 @@ TORCHTPU_GRAPH_LOWERING("aten::randint_like.low_dtype", lower_randint);
 TORCHTPU_GRAPH_LOWERING("aten::randint_like.low_generator_dtype", lower_randint);
 TORCHTPU_GRAPH_LOWERING("aten::randperm", lower_randperm);
 TORCHTPU_GRAPH_LOWERING("aten::randperm.generator", lower_randperm);
+// Eager torch.randperm(n, device="tpu") reaches the out= forms (the factory is composite: empty
+// + randperm.generator_out), drawn from the op's generator like the other random ops.
+TORCHTPU_LOWERING("aten::randperm.generator_out", lower_randperm);
+TORCHTPU_LOWERING("aten::randperm.out", lower_randperm);
 TORCHTPU_GRAPH_LOWERING("aten::normal.float_float", lower_normal);
 
 TORCHTPU_LOWERING("aten::uniform", lower_uniform);

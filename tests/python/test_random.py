@@ -302,3 +302,40 @@ def test_multinomial_valid_input(replacement, k):
     # An empty batch is no error, as on the CPU (no values to check).
     assert torch.multinomial(torch.empty(0, 3, device="tpu"), 2).shape == (0, 2)
     assert not new_fallbacks(before)
+
+
+# ---- randperm runs natively in eager mode (it took the CPU fallback) ----
+
+@pytest.mark.usefixtures("no_cpu_fallback")
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int16, torch.uint8,
+                                   torch.float32, torch.float16, torch.bfloat16, torch.float64])
+@pytest.mark.parametrize("n", [0, 1, 7, 250])
+def test_randperm_is_a_permutation(n, dtype):
+    # (bfloat16 holds every integer up to 256 exactly; the CPU does not check larger n for it.)
+    p = torch.randperm(n, dtype=dtype, device="tpu")
+    assert p.dtype == dtype and p.shape == (n,) and p.device.type == "tpu"
+    assert torch.equal(p.cpu().double().sort().values, torch.arange(n, dtype=torch.float64))
+    out = torch.empty(3, dtype=dtype, device="tpu")
+    assert torch.randperm(n, out=out) is out and out.shape == (n,)
+
+
+@pytest.mark.usefixtures("no_cpu_fallback")
+def test_randperm_is_uniform():
+    # 5 values: every (position, value) cell has probability 1/5. 3000 draws put 600 +- 22
+    # (one sd) in each cell; 6 sd is a p-value under 1e-8 per cell.
+    g = torch.Generator(device="tpu").manual_seed(0)
+    draws = torch.stack([torch.randperm(5, device="tpu", generator=g) for _ in range(3000)]).cpu()
+    counts = torch.stack([(draws == v).sum(0) for v in range(5)])
+    assert (counts - 600).abs().max() < 6 * 22, counts
+
+
+@pytest.mark.parametrize("n, dtype", [(3000, torch.float16), (2**24 + 2, torch.float32),
+                                      (200, torch.int8), (300, torch.uint8), (3, torch.bool)])
+def test_randperm_bad_sizes_raise_like_cpu(n, dtype):
+    import re
+
+    with pytest.raises(RuntimeError) as cpu_err:
+        torch.randperm(n, dtype=dtype)
+    with pytest.raises(RuntimeError, match=re.escape(str(cpu_err.value).splitlines()[0])):
+        torch.randperm(n, dtype=dtype, device="tpu")
+    assert torch.randperm(5, device="tpu").cpu().sort().values.tolist() == list(range(5))
