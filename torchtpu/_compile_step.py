@@ -444,7 +444,7 @@ class CompiledStep:
         try:
             with torch.compiler._compile_session_context():
                 gm = make_fx(_functionalized(step, requires_grad),
-                             decomposition_table=_decompositions(), tracing_mode="fake",
+                             decomposition_table=_dynamo._decompositions(), tracing_mode="fake",
                              _allow_non_fake_inputs=False)(*[t.detach() for t in example])
         except (GuardOnDataDependentSymNode, DataDependentOutputException) as e:
             raise _host_read_error(str(e).splitlines()[0]) from None
@@ -509,26 +509,6 @@ class CompiledStep:
         record["installs"] = installs
         record["num_user"] = num_user
         return outputs, installs
-
-
-def _unscale_and_check(grads, found_inf, inv_scale):
-    """aten._amp_foreach_non_finite_check_and_unscale as per-gradient ops, as the CPU kernel does
-    it: every gradient times inv_scale, found_inf set to 1 when any element is not finite. (The
-    fused op returns a list and a tensor, which the graph lowering cannot index yet.)"""
-    found = found_inf
-    out = []
-    for g in grads:
-        found = torch.where(torch.isfinite(g).all(), found, torch.ones_like(found))
-        out.append(g * inv_scale.to(g.dtype))
-    return out, found
-
-
-def _decompositions() -> dict:
-    from . import _dynamo
-
-    table = dict(_dynamo._decompositions())
-    table[torch.ops.aten._amp_foreach_non_finite_check_and_unscale.default] = _unscale_and_check
-    return table
 
 
 def _skippable_opt_step(optimizer, optimizer_state, *args, **kwargs):

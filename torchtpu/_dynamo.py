@@ -197,9 +197,15 @@ class _GraphLowering:
                 base = self.env[n.args[0]]
                 if base[0] != "multi":
                     raise _Unsupported("getitem on a single tensor")
-                # Outputs that are None (an output_mask left them out) take no slot.
+                # Outputs that are None (an output_mask left them out) take no slot; a list
+                # result (the Tensor[] of a (Tensor[], Tensor) return) is indexed again.
                 slot = base[2][n.args[1]]
-                self.env[n] = ("none",) if slot is None else ("node", base[1], slot)
+                if slot is None:
+                    self.env[n] = ("none",)
+                elif isinstance(slot, list):
+                    self.env[n] = ("multi", base[1], slot)
+                else:
+                    self.env[n] = ("node", base[1], slot)
                 continue
             val = self.val(n)
             if self.concrete is not None and isinstance(val, (int, float, bool)):
@@ -225,6 +231,12 @@ class _GraphLowering:
                 for v in (val if isinstance(val, (list, tuple)) else [val]):
                     if v is None:
                         slots.append(None)
+                    elif isinstance(v, (list, tuple)):
+                        items = []
+                        for t in v:
+                            items.append(None if t is None else k)
+                            k += 0 if t is None else 1
+                        slots.append(items)
                     else:
                         slots.append(k)
                         k += len(_flatten_vals(v))

@@ -325,3 +325,30 @@ def test_changes_between_calls_are_seen():
         x, y = torch.randn(6, 8, generator=gen), torch.randn(6, 4, generator=gen)
         _close(step_cpu(x, y), step_tpu(x.to("tpu"), y.to("tpu")), f"loss of step {i}")
         _check_state(m_cpu, o_cpu, m_tpu, o_tpu)
+
+
+def test_list_results_of_tensor_list_ops_are_indexed_in_a_compiled_graph():
+    """An op returning (Tensor[], Tensor) (the functional form of
+    _amp_foreach_non_finite_check_and_unscale_, which GradScaler.unscale_ runs) is indexed twice in
+    the graph: getitem of the list, then of each tensor. The graph compiles (it used to fall back to
+    eager with "getitem on a single tensor") and matches the CPU, writes into the inputs included."""
+    from torchtpu import _dynamo
+
+    def f(g1, g2, found, inv):
+        torch._amp_foreach_non_finite_check_and_unscale_([g1, g2], found, inv)
+        return g1 + 1, g2 * 2, found
+
+    for second in ([4.0, 5.0], [4.0, float("inf")]):
+        inputs = [torch.tensor([1.0, -2.0, 3.0]), torch.tensor(second), torch.zeros(()),
+                  torch.tensor(0.5)]
+        tpu_inputs = [t.to("tpu") for t in inputs]
+        eager_before = len(_dynamo._eager_graphs)
+        # Lowered here, not loaded from AOTAutograd's cache (an entry holds a lowering recipe).
+        with torch._functorch.config.patch(enable_autograd_cache=False):
+            got = torch.compile(f, backend="tpu")(*tpu_inputs)
+        want = f(*inputs)
+        assert len(_dynamo._eager_graphs) == eager_before, list(_dynamo._eager_graphs)
+        for w, g in zip(want, got):
+            torch.testing.assert_close(g.cpu(), w)
+        for w, g in zip(inputs, tpu_inputs):
+            torch.testing.assert_close(g.cpu(), w)
