@@ -20,6 +20,7 @@ namespace torchtpu::lowering {
 namespace {
 
 using shlo::CompareDirection;
+using Values = std::vector<Value>;
 
 // The op's Generator argument: its (seed, offset) state as a runtime value. Factory forms
 // without one (aten::rand, aten::randn_like... in compiled graphs) draw a fresh stream of the
@@ -397,6 +398,101 @@ std::vector<Value> lower_randperm(LoweringContext& ctx) {
   return {ctx.b.convert(perm, out.dtype)};
 }
 
+// Uniforms in [0, 1) from `bits` (ui32 or ui64) keeping the low `d` bits, as uniform01 does.
+Value uniform_from_bits(FunctionBuilder& b, Value bits, ElementType ct, int d) {
+  uint64_t mask = (uint64_t{1} << d) - 1;
+  Value masked =
+      b.binary("stablehlo.and", bits, b.constant_int(static_cast<int64_t>(mask), bits.type));
+  return b.mul(b.convert(masked, ct), b.constant(std::ldexp(1.0, -d), bits.type.with_dtype(ct)));
+}
+
+// _standard_gamma(self, generator): Gamma(alpha, 1) samples by the CPU's algorithm
+// (at::native sample_gamma): alpha < 1 is boosted to alpha + 1 with a U^(1/alpha) factor, then
+// Marsaglia-Tsang acceptance-rejection; each element loops until it accepts, drawing fresh
+// normals and uniforms each round from a ThreeFry state the loop carries (so rounds never reuse
+// bits, and no other op's stream is touched). The result is at least the dtype's smallest
+// normal, as on the CPU. An element that has not accepted after 256 rounds (an acceptance rate
+// above 95% makes that about 1e-300 for valid alpha; alpha < -2/3 never accepts, and the CPU
+// loops forever there) comes out NaN.
+std::vector<Value> lower_standard_gamma(LoweringContext& ctx) {
+  std::vector<Value> r;
+  if (empty_result(ctx, r)) return r;
+  FunctionBuilder& b = ctx.b;
+  const TensorType& out = ctx.out_type();
+  const ElementType ct = sample_type(out.dtype);
+  const int d_bits = digits(ct);
+  const ElementType bt = d_bits > 32 ? ElementType::kU64 : ElementType::kU32;
+  const int64_t n = out.numel();
+  TensorType row(ct, {n});
+  auto c = [&](double v) { return b.constant(v, row); };
+  Value alpha = b.reshape(b.convert(ctx.tensor(0), ct), {n});
+  // A fresh (key, counter) from the op's (seed, offset), as random_bits_from_state does.
+  Value state = generator_state(ctx);
+  state = shlo::rng_bit_generator(b, state, state.type).second;
+  auto [state1, boost_bits] = shlo::rng_bit_generator(b, state, TensorType(bt, {n}));
+  Value small = b.compare(alpha, c(1.0), CompareDirection::kLT);
+  Value boost =
+      b.binary("stablehlo.power", b.sub(c(1.0), uniform_from_bits(b, boost_bits, ct, d_bits)),
+               b.div(c(1.0), alpha));
+  Value scale = b.select(small, boost, c(1.0));
+  Value a = b.select(small, b.add(alpha, c(1.0)), alpha);
+  Value d = b.sub(a, c(1.0 / 3.0));
+  Value cc = b.div(c(1.0), b.unary("stablehlo.sqrt", b.mul(c(9.0), d)));
+  TensorType pred(ElementType::kPred, {n});
+  TensorType i64(ElementType::kS64, {});
+  // d, c and the boost factor ride along unchanged: the regions only see what the loop carries.
+  Values init{state1, b.constant(0, pred), c(NAN), b.constant_int(0, i64), d, cc, scale};
+  auto cond = [&](FunctionBuilder& lb, const Values& st) -> Values {
+    Value pending =
+        lb.reduce_simple(lb.unary("stablehlo.not", st[1]),
+                         lb.constant(0, TensorType(ElementType::kPred, {})), {0}, "stablehlo.or");
+    Value more = lb.compare(st[3], lb.constant_int(256, i64), CompareDirection::kLT);
+    return {lb.binary("stablehlo.and", pending, more)};
+  };
+  auto body = [&](FunctionBuilder& lb, const Values& st) -> Values {
+    auto k = [&](double v) { return lb.constant(v, row); };
+    const Value &dd = st[4], &cv = st[5], &sc = st[6];
+    auto [next, bits] = shlo::rng_bit_generator(lb, st[0], TensorType(bt, {3, n}));
+    Value u = uniform_from_bits(lb, bits, ct, d_bits);
+    auto part = [&](int64_t i) { return lb.reshape(lb.slice(u, {i, 0}, {i + 1, n}, {1, 1}), {n}); };
+    // Box-Muller normal, and 1 - U in (0, 1] as the CPU's acceptance uniform.
+    Value radius = lb.unary("stablehlo.sqrt",
+                            lb.mul(k(-2.0), lb.unary("stablehlo.log", lb.sub(k(1.0), part(0)))));
+    Value x = lb.mul(radius, lb.unary("stablehlo.cosine", lb.mul(k(2 * M_PI), part(1))));
+    Value uu = lb.sub(k(1.0), part(2));
+    Value y = lb.add(k(1.0), lb.mul(cv, x));
+    Value v = lb.mul(lb.mul(y, y), y);
+    Value xx = lb.mul(x, x);
+    Value quick =
+        lb.compare(uu, lb.sub(k(1.0), lb.mul(k(0.0331), lb.mul(xx, xx))), CompareDirection::kLT);
+    Value logv = lb.unary("stablehlo.log", v);
+    Value slow = lb.compare(lb.unary("stablehlo.log", uu),
+                            lb.add(lb.mul(k(0.5), xx), lb.mul(dd, lb.add(lb.sub(k(1.0), v), logv))),
+                            CompareDirection::kLT);
+    Value accept = lb.binary("stablehlo.and", lb.compare(y, k(0.0), CompareDirection::kGT),
+                             lb.binary("stablehlo.or", quick, slow));
+    Value take = lb.binary("stablehlo.and", accept, lb.unary("stablehlo.not", st[1]));
+    Value sample = lb.mul(lb.mul(sc, dd), v);
+    return {next,
+            lb.binary("stablehlo.or", st[1], take),
+            lb.select(take, sample, st[2]),
+            lb.add(st[3], lb.constant_int(1, i64)),
+            dd,
+            cv,
+            sc};
+  };
+  Values done = b.while_loop(init, cond, body);
+  Value g = b.select(b.compare(alpha, c(0.0), CompareDirection::kEQ), c(0.0), done[2]);
+  Value rounded = b.convert(g, out.dtype);
+  double tiny = out.dtype == ElementType::kF64   ? std::numeric_limits<double>::min()
+                : out.dtype == ElementType::kF16 ? std::ldexp(1.0, -14)
+                                                 : std::numeric_limits<float>::min();
+  Value floor = b.constant(tiny, rounded.type);
+  // max(min_normal, sample) keeping NaN, as the CPU's (min > sample ? min : sample).
+  Value clamped = b.select(b.compare(floor, rounded, CompareDirection::kGT), floor, rounded);
+  return {b.reshape(clamped, out.shape)};
+}
+
 TORCHTPU_GRAPH_LOWERING("aten::rand", lower_rand);
 TORCHTPU_GRAPH_LOWERING("aten::rand.generator", lower_rand);
 TORCHTPU_GRAPH_LOWERING("aten::rand_like", lower_rand);
@@ -419,6 +515,7 @@ TORCHTPU_GRAPH_LOWERING("aten::randperm.generator", lower_randperm);
 // + randperm.generator_out), drawn from the op's generator like the other random ops.
 TORCHTPU_LOWERING("aten::randperm.generator_out", lower_randperm);
 TORCHTPU_LOWERING("aten::randperm.out", lower_randperm);
+TORCHTPU_LOWERING("aten::_standard_gamma", lower_standard_gamma);
 TORCHTPU_GRAPH_LOWERING("aten::normal.float_float", lower_normal);
 
 TORCHTPU_LOWERING("aten::uniform", lower_uniform);

@@ -4,7 +4,8 @@ The CPU kernels refuse a tpu generator ("Expected a 'cpu' generator device"), so
 hands them a CPU generator seeded from the tpu generator's (seed, offset) and advances the
 offset: a seeded tpu generator (or torch.tpu.manual_seed) reproduces fallback draws, and
 successive calls differ. Ops whose Python meta kernels refuse generators (exponential_,
-log_normal_, cauchy_, geometric_) run natively with one."""
+log_normal_, cauchy_, geometric_) run natively with one, and so do randperm and _standard_gamma
+now: the same contract (seeded, reproducible, advancing) holds for them natively."""
 import pytest
 import torch
 

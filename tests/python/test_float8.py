@@ -490,3 +490,15 @@ def test_dynamic_float8_linear_eager_and_compiled_match_cpu():
         a = torch.randn(8, generator=g).to(dev).requires_grad_()
         (a.to(torch.float8_e4m3fn).to(torch.float32) * 3).sum().backward()
         assert torch.equal(a.grad.cpu(), torch.full((8,), 3.0))
+
+
+@pytest.mark.parametrize("dtype", F8, ids=ids)
+def test_compiled_casts_match_cpu(dtype):
+    # The same conversions inside a compiled graph (prims.convert_element_type / _to_copy):
+    # saturation, overflow, ties and NaN as in eager mode, both directions.
+    v = cast_inputs()
+    to_f8 = torch.compile(lambda x: (x * 2).to(dtype), backend="tpu", fullgraph=True)
+    assert_same(to_f8(v.to("tpu")), (v * 2).to(dtype))
+    x = all_values(dtype)
+    from_f8 = torch.compile(lambda x: x.to(torch.bfloat16) * 2, backend="tpu", fullgraph=True)
+    assert_same(from_f8(x.to("tpu")), x.to(torch.bfloat16) * 2)

@@ -339,3 +339,46 @@ def test_randperm_bad_sizes_raise_like_cpu(n, dtype):
     with pytest.raises(RuntimeError, match=re.escape(str(cpu_err.value).splitlines()[0])):
         torch.randperm(n, dtype=dtype, device="tpu")
     assert torch.randperm(5, device="tpu").cpu().sort().values.tolist() == list(range(5))
+
+
+# ---- _standard_gamma runs natively (it took the CPU fallback): torch.distributions.Gamma,
+# Beta and Dirichlet sample through it on tpu ----
+
+def _ks(a, b):
+    """Two-sample Kolmogorov-Smirnov distance."""
+    a, b = a.double().sort().values, b.double().sort().values
+    grid = torch.cat([a, b]).sort().values
+    fa = torch.searchsorted(a, grid, right=True).double() / a.numel()
+    fb = torch.searchsorted(b, grid, right=True).double() / b.numel()
+    return (fa - fb).abs().max().item()
+
+
+@pytest.mark.usefixtures("no_cpu_fallback")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("alpha", [0.05, 0.5, 1.0, 2.5, 10.0, 300.0])
+def test_standard_gamma_matches_cpu_distribution(alpha, dtype):
+    # 20000 draws a side: the KS distance of two samples of one distribution stays under
+    # 1.95 * sqrt(2 / n) = 0.0195 with probability 0.999.
+    n = 20000
+    a = torch.full((n,), alpha, dtype=dtype)
+    g = torch.Generator(device="tpu").manual_seed(0)
+    got = torch._standard_gamma(a.to("tpu"), generator=g).cpu()
+    want = torch._standard_gamma(a, generator=torch.Generator().manual_seed(0))
+    assert got.dtype == dtype and not got.isnan().any()
+    assert _ks(got, want) < 0.0195, _ks(got, want)
+    assert got.min() >= torch.finfo(dtype).tiny  # the CPU's floor
+    g.manual_seed(0)
+    assert torch.equal(torch._standard_gamma(a.to("tpu"), generator=g).cpu(), got)
+
+
+@pytest.mark.usefixtures("no_cpu_fallback")
+def test_standard_gamma_zero_alpha_and_mixed_shapes():
+    a = torch.tensor([[0.0, 0.3], [4.0, 0.0]])
+    got = torch._standard_gamma(a.to("tpu")).cpu()
+    assert got.shape == (2, 2)
+    assert got[0, 0] == torch.finfo(torch.float32).tiny == got[1, 1]  # 0 floored, as on the CPU
+    assert (got[0, 1] > 0) and (got[1, 0] > 0)
+    assert torch._standard_gamma(torch.empty(0, 3, device="tpu")).shape == (0, 3)
+    torch.tpu.manual_seed(0)
+    d = torch.distributions.Gamma(torch.full((4000,), 3.0, device="tpu"), 2.0).sample().cpu()
+    assert abs(d.mean().item() - 1.5) < 0.05 and abs(d.var().item() - 0.75) < 0.08
