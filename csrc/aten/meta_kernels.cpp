@@ -127,7 +127,15 @@ at::Tensor fractional_max_pool3d_backward_meta(const at::Tensor& grad_output,
   return at::empty_like(self, at::MemoryFormat::Contiguous);
 }
 
+// _sample_dirichlet (torch.distributions.Dirichlet/Beta on tpu, lowered in lowering/random.cpp):
+// one sample per alpha, of alpha's shape and dtype.
+at::Tensor sample_dirichlet_meta(const at::Tensor& alpha, std::optional<at::Generator> gen) {
+  (void)gen;
+  return at::empty_like(alpha, at::MemoryFormat::Contiguous);
+}
+
 TORCH_LIBRARY_IMPL(aten, Meta, m) {
+  m.impl("_sample_dirichlet", TORCH_FN(sample_dirichlet_meta));
   m.impl("_ctc_loss_backward", &ctc_backward_meta);
   m.impl("_ctc_loss_backward.Tensor", &ctc_backward_tensor_meta);
   m.impl("multi_margin_loss", TORCH_FN(multi_margin_loss_meta));

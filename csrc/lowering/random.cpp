@@ -414,18 +414,15 @@ Value uniform_from_bits(FunctionBuilder& b, Value bits, ElementType ct, int d) {
 // normal, as on the CPU. An element that has not accepted after 256 rounds (an acceptance rate
 // above 95% makes that about 1e-300 for valid alpha; alpha < -2/3 never accepts, and the CPU
 // loops forever there) comes out NaN.
-std::vector<Value> lower_standard_gamma(LoweringContext& ctx) {
-  std::vector<Value> r;
-  if (empty_result(ctx, r)) return r;
+// Gamma(alpha, 1) draws for a flat alpha of dtype `ct` (f32 or f64), unfloored; alpha 0 gives 0.
+Value gamma_draws(LoweringContext& ctx, Value alpha) {
   FunctionBuilder& b = ctx.b;
-  const TensorType& out = ctx.out_type();
-  const ElementType ct = sample_type(out.dtype);
+  const ElementType ct = alpha.dtype();
   const int d_bits = digits(ct);
   const ElementType bt = d_bits > 32 ? ElementType::kU64 : ElementType::kU32;
-  const int64_t n = out.numel();
+  const int64_t n = alpha.type.numel();
   TensorType row(ct, {n});
   auto c = [&](double v) { return b.constant(v, row); };
-  Value alpha = b.reshape(b.convert(ctx.tensor(0), ct), {n});
   // A fresh (key, counter) from the op's (seed, offset), as random_bits_from_state does.
   Value state = generator_state(ctx);
   state = shlo::rng_bit_generator(b, state, state.type).second;
@@ -482,15 +479,60 @@ std::vector<Value> lower_standard_gamma(LoweringContext& ctx) {
             sc};
   };
   Values done = b.while_loop(init, cond, body);
-  Value g = b.select(b.compare(alpha, c(0.0), CompareDirection::kEQ), c(0.0), done[2]);
-  Value rounded = b.convert(g, out.dtype);
-  double tiny = out.dtype == ElementType::kF64   ? std::numeric_limits<double>::min()
-                : out.dtype == ElementType::kF16 ? std::ldexp(1.0, -14)
-                                                 : std::numeric_limits<float>::min();
-  Value floor = b.constant(tiny, rounded.type);
+  return b.select(b.compare(alpha, c(0.0), CompareDirection::kEQ), c(0.0), done[2]);
+}
+
+// The smallest normal value of a float dtype (std::numeric_limits<T>::min()).
+double smallest_normal(ElementType t) {
+  return t == ElementType::kF64   ? std::numeric_limits<double>::min()
+         : t == ElementType::kF16 ? std::ldexp(1.0, -14)
+                                  : std::numeric_limits<float>::min();
+}
+
+std::vector<Value> lower_standard_gamma(LoweringContext& ctx) {
+  std::vector<Value> r;
+  if (empty_result(ctx, r)) return r;
+  FunctionBuilder& b = ctx.b;
+  const TensorType& out = ctx.out_type();
+  Value alpha = b.reshape(b.convert(ctx.tensor(0), sample_type(out.dtype)), {out.numel()});
+  Value rounded = b.convert(gamma_draws(ctx, alpha), out.dtype);
+  Value floor = b.constant(smallest_normal(out.dtype), rounded.type);
   // max(min_normal, sample) keeping NaN, as the CPU's (min > sample ? min : sample).
   Value clamped = b.select(b.compare(floor, rounded, CompareDirection::kGT), floor, rounded);
   return {b.reshape(clamped, out.shape)};
+}
+
+// _sample_dirichlet(self, generator): the CPU's _s_dirichlet: Gamma(alpha) draws in f64, each
+// at least DBL_MIN, normalized over the last dim, then rounded and clamped to
+// [smallest normal, the largest value below 1] of the result dtype.
+std::vector<Value> lower_sample_dirichlet(LoweringContext& ctx) {
+  std::vector<Value> r;
+  if (empty_result(ctx, r)) return r;
+  FunctionBuilder& b = ctx.b;
+  const TensorType& out = ctx.out_type();
+  TORCH_CHECK(out.rank() >= 1, "_sample_dirichlet: expected at least one dimension");
+  const ElementType f64 = ElementType::kF64;
+  Value alpha = b.reshape(b.convert(ctx.tensor(0), f64), {out.numel()});
+  Value g = gamma_draws(ctx, alpha);
+  g = b.max(g, b.constant(std::numeric_limits<double>::min(), g.type));
+  g = b.reshape(g, out.shape);
+  std::vector<int64_t> keep(out.shape.begin(), out.shape.end() - 1);
+  std::vector<int64_t> dims(keep.size());
+  for (size_t i = 0; i < dims.size(); ++i) dims[i] = static_cast<int64_t>(i);
+  Value sum =
+      b.reduce_simple(g, b.constant(0, TensorType(f64, {})), {out.rank() - 1}, "stablehlo.add");
+  Value ratio = b.div(g, b.broadcast_in_dim(sum, out.shape, dims));
+  Value v = b.convert(ratio, out.dtype);
+  double below_one = out.dtype == ElementType::kF64   ? std::nextafter(1.0, 0.0)
+                     : out.dtype == ElementType::kF16 ? 1.0 - std::ldexp(1.0, -11)
+                     : out.dtype == ElementType::kBF16
+                         ? 1.0 - std::ldexp(1.0, -8)
+                         : static_cast<double>(std::nextafter(1.0f, 0.0f));
+  Value lo = b.constant(smallest_normal(out.dtype), v.type);
+  Value hi = b.constant(below_one, v.type);
+  // std::min(max, std::max(min, x)): NaN becomes min (std::max(min, NaN) is min).
+  Value above = b.select(b.compare(v, lo, CompareDirection::kGT), v, lo);
+  return {b.select(b.compare(hi, above, CompareDirection::kLT), hi, above)};
 }
 
 TORCHTPU_GRAPH_LOWERING("aten::rand", lower_rand);
@@ -516,6 +558,7 @@ TORCHTPU_GRAPH_LOWERING("aten::randperm.generator", lower_randperm);
 TORCHTPU_LOWERING("aten::randperm.generator_out", lower_randperm);
 TORCHTPU_LOWERING("aten::randperm.out", lower_randperm);
 TORCHTPU_LOWERING("aten::_standard_gamma", lower_standard_gamma);
+TORCHTPU_LOWERING("aten::_sample_dirichlet", lower_sample_dirichlet);
 TORCHTPU_GRAPH_LOWERING("aten::normal.float_float", lower_normal);
 
 TORCHTPU_LOWERING("aten::uniform", lower_uniform);

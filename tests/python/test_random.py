@@ -382,3 +382,26 @@ def test_standard_gamma_zero_alpha_and_mixed_shapes():
     torch.tpu.manual_seed(0)
     d = torch.distributions.Gamma(torch.full((4000,), 3.0, device="tpu"), 2.0).sample().cpu()
     assert abs(d.mean().item() - 1.5) < 0.05 and abs(d.var().item() - 0.75) < 0.08
+
+
+@pytest.mark.usefixtures("no_cpu_fallback")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_sample_dirichlet_matches_cpu_distribution(dtype):
+    # Each coordinate's marginal (a Beta) against the CPU's, 20000 draws a side (KS as above);
+    # rows sum to 1 and stay inside [smallest normal, largest value below 1], as on the CPU.
+    n = 20000
+    alpha = torch.tensor([0.3, 1.0, 4.0], dtype=dtype).expand(n, 3).contiguous()
+    g = torch.Generator(device="tpu").manual_seed(0)
+    got = torch._sample_dirichlet(alpha.to("tpu"), generator=g).cpu()
+    want = torch._sample_dirichlet(alpha, generator=torch.Generator().manual_seed(0))
+    assert got.dtype == dtype and got.shape == want.shape
+    for k in range(3):
+        assert _ks(got[:, k], want[:, k]) < 0.0195, (k, _ks(got[:, k], want[:, k]))
+    torch.testing.assert_close(got.double().sum(-1), torch.ones(n, dtype=torch.float64))
+    assert got.min() >= torch.finfo(dtype).tiny and got.max() < 1
+    batched = torch._sample_dirichlet(torch.full((2, 4, 5), 2.0, device="tpu")).cpu()
+    torch.testing.assert_close(batched.sum(-1), torch.ones(2, 4))
+    torch.tpu.manual_seed(0)
+    b = torch.distributions.Beta(torch.full((4000,), 2.0, device="tpu"),
+                                 torch.full((4000,), 6.0, device="tpu")).sample().cpu()
+    assert abs(b.mean().item() - 0.25) < 0.01
