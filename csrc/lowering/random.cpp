@@ -535,6 +535,113 @@ std::vector<Value> lower_sample_dirichlet(LoweringContext& ctx) {
   return {b.select(b.compare(hi, above, CompareDirection::kLT), hi, above)};
 }
 
+// poisson(self, generator): the CPU's sample_poisson in f64: Knuth's product of uniforms for
+// lambda < 10 (0 for lambda 0, and for negative or NaN lambda, as the CPU's loop gives), the
+// transformed rejection method PTRS (Hoermann 1993) for lambda >= 10; one stablehlo.while whose
+// rounds draw two uniforms per element from a ThreeFry state the loop carries. Negative or NaN
+// rates raise the CPU's error (a device-side check). An element still undecided after 1024
+// rounds (Knuth takes about lambda + 1 < 11, PTRS accepts above 90% a round; an infinite rate,
+// where the CPU returns INT64_MIN, never decides) comes out NaN.
+std::vector<Value> lower_poisson(LoweringContext& ctx) {
+  std::vector<Value> r;
+  if (empty_result(ctx, r)) return r;
+  FunctionBuilder& b = ctx.b;
+  const TensorType& out = ctx.out_type();
+  const ElementType f64 = ElementType::kF64;
+  const int64_t n = out.numel();
+  TensorType row(f64, {n});
+  auto c = [&](double v) { return b.constant(v, row); };
+  auto un = [&](FunctionBuilder& fb, const char* name, Value x) { return fb.unary(name, x); };
+  Value lam = b.reshape(b.convert(ctx.tensor(0), f64), {n});
+  // The CPU's check on every rate (NaN included), raised at the next sync like other
+  // device-side checks.
+  Value valid =
+      b.reduce_simple(b.compare(lam, c(0.0), CompareDirection::kGE),
+                      b.constant(1, TensorType(ElementType::kPred, {})), {0}, "stablehlo.and");
+  check(ctx, valid, "invalid Poisson rate, expected rate to be non-negative",
+        /*index_error=*/false);
+  Value slam = un(b, "stablehlo.sqrt", lam);
+  Value loglam = un(b, "stablehlo.log", lam);
+  Value bb = b.add(c(0.931), b.mul(c(2.53), slam));
+  Value a = b.add(c(-0.059), b.mul(c(0.02483), bb));
+  Value invalpha = b.add(c(1.1239), b.div(c(1.1328), b.sub(bb, c(3.4))));
+  Value vr = b.sub(c(0.9277), b.div(c(3.6224), b.sub(bb, c(2.0))));
+  Value enlam = un(b, "stablehlo.exponential", b.neg(lam));
+  Value large = b.compare(lam, c(10.0), CompareDirection::kGE);
+  Value state = generator_state(ctx);
+  state = shlo::rng_bit_generator(b, state, state.type).second;
+  TensorType pred(ElementType::kPred, {n});
+  TensorType i64(ElementType::kS64, {});
+  // Not large and lambda == 0 (or anything Knuth ends at once) is decided in the first round.
+  Values init{state,    b.constant(0, pred),
+              c(NAN),   c(1.0),
+              c(0.0),   b.constant_int(0, i64),
+              lam,      loglam,
+              bb,       a,
+              invalpha, vr,
+              enlam,    large};
+  auto cond = [&](FunctionBuilder& lb, const Values& st) -> Values {
+    Value pending =
+        lb.reduce_simple(lb.unary("stablehlo.not", st[1]),
+                         lb.constant(0, TensorType(ElementType::kPred, {})), {0}, "stablehlo.or");
+    Value more = lb.compare(st[5], lb.constant_int(1024, i64), CompareDirection::kLT);
+    return {lb.binary("stablehlo.and", pending, more)};
+  };
+  auto body = [&](FunctionBuilder& lb, const Values& st) -> Values {
+    auto k = [&](double v) { return lb.constant(v, row); };
+    const Value &l = st[6], &ll = st[7], &bv = st[8], &av = st[9], &ia = st[10], &vrv = st[11],
+                &el = st[12], &lg = st[13];
+    auto [next, bits] = shlo::rng_bit_generator(lb, st[0], TensorType(ElementType::kU64, {2, n}));
+    Value u = uniform_from_bits(lb, bits, f64, 53);
+    Value u1 = lb.reshape(lb.slice(u, {0, 0}, {1, n}, {1, 1}), {n});
+    Value u2 = lb.reshape(lb.slice(u, {1, 0}, {2, n}, {1, 1}), {n});
+    // Knuth: prod *= U; X += 1 while prod > e^-lambda.
+    Value prod = lb.mul(st[3], u1);
+    Value goes_on = lb.compare(prod, el, CompareDirection::kGT);
+    Value knuth_done = lb.unary("stablehlo.not", goes_on);
+    Value knuth_x = st[4];
+    Value knuth_next = lb.select(goes_on, lb.add(st[4], k(1.0)), st[4]);
+    // PTRS.
+    Value uu = lb.sub(u1, k(0.5));
+    Value us = lb.sub(k(0.5), lb.abs(uu));
+    Value kk = lb.unary(
+        "stablehlo.floor",
+        lb.add(lb.mul(lb.add(lb.div(lb.mul(k(2.0), av), us), bv), uu), lb.add(l, k(0.43))));
+    Value quick = lb.binary("stablehlo.and", lb.compare(us, k(0.07), CompareDirection::kGE),
+                            lb.compare(u2, vrv, CompareDirection::kLE));
+    Value reject =
+        lb.binary("stablehlo.or", lb.compare(kk, k(0.0), CompareDirection::kLT),
+                  lb.binary("stablehlo.and", lb.compare(us, k(0.013), CompareDirection::kLT),
+                            lb.compare(u2, us, CompareDirection::kGT)));
+    Value lhs = lb.sub(lb.add(lb.unary("stablehlo.log", u2), lb.unary("stablehlo.log", ia)),
+                       lb.unary("stablehlo.log", lb.add(lb.div(av, lb.mul(us, us)), bv)));
+    Value rhs =
+        lb.sub(lb.add(lb.neg(l), lb.mul(kk, ll)), lb.unary("chlo.lgamma", lb.add(kk, k(1.0))));
+    Value slow = lb.binary("stablehlo.and", lb.unary("stablehlo.not", reject),
+                           lb.compare(lhs, rhs, CompareDirection::kLE));
+    Value ptrs_done = lb.binary("stablehlo.or", quick, slow);
+    Value finished = lb.select(lg, ptrs_done, knuth_done);
+    Value value = lb.select(lg, kk, knuth_x);
+    Value take = lb.binary("stablehlo.and", finished, lb.unary("stablehlo.not", st[1]));
+    return {next,
+            lb.binary("stablehlo.or", st[1], take),
+            lb.select(take, value, st[2]),
+            prod,
+            knuth_next,
+            lb.add(st[5], lb.constant_int(1, i64)),
+            l,
+            ll,
+            bv,
+            av,
+            ia,
+            vrv,
+            el,
+            lg};
+  };
+  Values done = b.while_loop(init, cond, body);
+  return {b.reshape(b.convert(done[2], out.dtype), out.shape)};
+}
+
 TORCHTPU_GRAPH_LOWERING("aten::rand", lower_rand);
 TORCHTPU_GRAPH_LOWERING("aten::rand.generator", lower_rand);
 TORCHTPU_GRAPH_LOWERING("aten::rand_like", lower_rand);
@@ -559,6 +666,7 @@ TORCHTPU_LOWERING("aten::randperm.generator_out", lower_randperm);
 TORCHTPU_LOWERING("aten::randperm.out", lower_randperm);
 TORCHTPU_LOWERING("aten::_standard_gamma", lower_standard_gamma);
 TORCHTPU_LOWERING("aten::_sample_dirichlet", lower_sample_dirichlet);
+TORCHTPU_LOWERING("aten::poisson", lower_poisson);
 TORCHTPU_GRAPH_LOWERING("aten::normal.float_float", lower_normal);
 
 TORCHTPU_LOWERING("aten::uniform", lower_uniform);

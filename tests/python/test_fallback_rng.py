@@ -4,8 +4,9 @@ The CPU kernels refuse a tpu generator ("Expected a 'cpu' generator device"), so
 hands them a CPU generator seeded from the tpu generator's (seed, offset) and advances the
 offset: a seeded tpu generator (or torch.tpu.manual_seed) reproduces fallback draws, and
 successive calls differ. Ops whose Python meta kernels refuse generators (exponential_,
-log_normal_, cauchy_, geometric_) run natively with one, and so do randperm and _standard_gamma
-now: the same contract (seeded, reproducible, advancing) holds for them natively."""
+log_normal_, cauchy_, geometric_) run natively with one, and so do randperm, _standard_gamma,
+_sample_dirichlet and poisson now: the same contract (seeded, reproducible, advancing) holds for
+them natively."""
 import pytest
 import torch
 
@@ -85,6 +86,8 @@ def test_cpu_generator_is_used_as_given():
 
 def test_fallback_ops_are_counted():
     before = dict(torchtpu.metrics()["cpu_fallbacks_by_op"])
-    torch.poisson(torch.full((4,), 3.0, **T))
+    # binomial still runs through the fallback (randperm, _standard_gamma, _sample_dirichlet and
+    # poisson are native now).
+    torch.binomial(torch.full((4,), 10.0, **T), torch.full((4,), 0.5, **T))
     after = torchtpu.metrics()["cpu_fallbacks_by_op"]
-    assert after.get("aten::poisson", 0) == before.get("aten::poisson", 0) + 1
+    assert after.get("aten::binomial", 0) == before.get("aten::binomial", 0) + 1

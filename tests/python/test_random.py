@@ -405,3 +405,28 @@ def test_sample_dirichlet_matches_cpu_distribution(dtype):
     b = torch.distributions.Beta(torch.full((4000,), 2.0, device="tpu"),
                                  torch.full((4000,), 6.0, device="tpu")).sample().cpu()
     assert abs(b.mean().item() - 0.25) < 0.01
+
+
+@pytest.mark.usefixtures("no_cpu_fallback")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("rate", [0.0, 0.3, 3.0, 9.9, 10.0, 50.0, 1000.0])
+def test_poisson_matches_cpu_distribution(rate, dtype):
+    # Knuth's method below 10, PTRS from 10 on, as on the CPU; KS as above, 20000 draws a side.
+    n = 20000
+    lam = torch.full((n,), rate, dtype=dtype)
+    g = torch.Generator(device="tpu").manual_seed(0)
+    got = torch.poisson(lam.to("tpu"), generator=g).cpu()
+    want = torch.poisson(lam, generator=torch.Generator().manual_seed(0))
+    assert got.dtype == dtype and torch.equal(got, got.round()) and (got >= 0).all()
+    assert _ks(got, want) < 0.0195, _ks(got, want)
+    g.manual_seed(0)
+    assert torch.equal(torch.poisson(lam.to("tpu"), generator=g).cpu(), got)
+
+
+@pytest.mark.parametrize("bad", [-1.0, float("nan")])
+def test_poisson_bad_rate_raises_like_cpu(bad):
+    with pytest.raises(RuntimeError, match="invalid Poisson rate"):
+        torch.poisson(torch.tensor([1.0, bad]))
+    with pytest.raises(RuntimeError, match="invalid Poisson rate"):
+        torch.poisson(torch.tensor([1.0, bad], device="tpu")).cpu()
+    assert torch.poisson(torch.zeros(3, device="tpu")).cpu().tolist() == [0.0, 0.0, 0.0]
