@@ -289,8 +289,12 @@ def main():
     modes = [m for m in ALL_MODES if m == "cpu-eager" or m in args.modes.split(",")]
     # The machine's state beside the figures: on a shared host the ratios within one run are what
     # compare, not the absolute times.
+    # NPROC sizes the XLA:CPU thread pools of both torchtpu's plugin and jaxlib (every contender
+    # inherits this environment); benchmarks/compile_step_programs.py says why it matters here.
     print(json.dumps({"host": {"cpus": os.cpu_count(), "loadavg_1m": os.getloadavg()[0],
-                               "torch": torch.__version__}}), flush=True)
+                               "torch": torch.__version__,
+                               "env": {k: os.environ[k] for k in ("NPROC", "XLA_FLAGS")
+                                       if k in os.environ}}}), flush=True)
     for rnd in range(args.rounds):
         cache = tempfile.mkdtemp(prefix="torchtpu-bench-cache-")
         step_cache = tempfile.mkdtemp(prefix="torchtpu-bench-step-cache-")

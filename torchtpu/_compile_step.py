@@ -444,7 +444,7 @@ class CompiledStep:
         try:
             with torch.compiler._compile_session_context():
                 gm = make_fx(_functionalized(step, requires_grad),
-                             decomposition_table=_dynamo._decompositions(), tracing_mode="fake",
+                             decomposition_table=_dynamo.decomposition_table(), tracing_mode="fake",
                              _allow_non_fake_inputs=False)(*[t.detach() for t in example])
         except (GuardOnDataDependentSymNode, DataDependentOutputException) as e:
             raise _host_read_error(str(e).splitlines()[0]) from None

@@ -18,9 +18,11 @@ from typing import Any
 import torch
 import torch.fx
 from torch._decomp import core_aten_decompositions
-from torch._dynamo.backends.common import AotAutograd
 from torch._functorch._aot_autograd.schemas import SerializableAOTDispatchCompiler
-from torch._functorch.aot_autograd import make_boxed_func
+# make_boxed_func from its own light module: torch._functorch.aot_autograd (and
+# torch._dynamo.backends.common) import AOTAutograd's partitioners and networkx, 0.2-0.3 s that only
+# torch.compile needs (see _tpu_backend); torchtpu.compile_step's first call does not pay them.
+from torch._functorch._aot_autograd.utils import make_boxed_func
 from torch._inductor.output_code import OutputCode
 
 from . import _C
@@ -484,49 +486,74 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs):
     return CompiledGraph(name, lowering.recipe, lowering.constants, gm, executable=g)
 
 
-class _TpuAotAutograd(AotAutograd):
-    """AOTAutograd with its bundled cache on, so a later process with the same graph skips
-    AOTAutograd's tracing and partitioning (the entry holds our lowering recipe; the program comes
-    from torchtpu's own compilation cache). Off with TORCHTPU_CACHE=0."""
+def _make_backend():
+    from torch._dynamo.backends.common import AotAutograd
 
-    def __call__(self, gm, example_inputs, **kwargs):
-        import torch._functorch.config as functorch_config
+    class _TpuAotAutograd(AotAutograd):
+        """AOTAutograd with its bundled cache on, so a later process with the same graph skips
+        AOTAutograd's tracing and partitioning (the entry holds our lowering recipe; the program
+        comes from torchtpu's own compilation cache). Off with TORCHTPU_CACHE=0."""
 
-        if not _config.flag("TORCHTPU_CACHE", True):
-            patch = {"enable_autograd_cache": False}
-        else:
-            # The backward is lowered with the forward (not lazily at the first backward, outside
-            # this patch), so the cache entry holds both.
-            patch = {"bundled_autograd_cache": True, "force_non_lazy_backward_lowering": True}
-        with functorch_config.patch(patch):
-            return super().__call__(gm, example_inputs, **kwargs)
+        def __call__(self, gm, example_inputs, **kwargs):
+            import torch._functorch.config as functorch_config
+
+            if not _config.flag("TORCHTPU_CACHE", True):
+                patch = {"enable_autograd_cache": False}
+            else:
+                # The backward is lowered with the forward (not lazily at the first backward,
+                # outside this patch), so the cache entry holds both.
+                patch = {"bundled_autograd_cache": True, "force_non_lazy_backward_lowering": True}
+            with functorch_config.patch(patch):
+                return super().__call__(gm, example_inputs, **kwargs)
+
+    # Declared serializable (it returns CompiledGraph objects): AOTAutograd's cache can keep the
+    # result, and `torch.compile(...).aot_compile()` can save a compiled function that a later
+    # process loads without tracing again.
+    compiler = SerializableAOTDispatchCompiler(CompiledGraph, _compile_graph)
+    return _TpuAotAutograd(
+        fw_compiler=compiler,
+        bw_compiler=compiler,
+        inference_compiler=compiler,
+        decompositions=decomposition_table(),
+        keep_inference_input_mutations=True,
+    )
 
 
-# Declared serializable (it returns CompiledGraph objects): AOTAutograd's cache can keep the
-# result, and `torch.compile(...).aot_compile()` can save a compiled function that a later
-# process loads without tracing again.
-_serializable_compiler = SerializableAOTDispatchCompiler(CompiledGraph, _compile_graph)
+_table: dict | None = None
+_backend = None
 
-tpu_backend = _TpuAotAutograd(
-    fw_compiler=_serializable_compiler,
-    bw_compiler=_serializable_compiler,
-    inference_compiler=_serializable_compiler,
-    decompositions=_decompositions(),
-    keep_inference_input_mutations=True,
-)
+
+def decomposition_table() -> dict:
+    """The one decomposition table of backend="tpu" and torchtpu.compile_step (built once: the
+    core ATen table takes 0.1-0.2 s to build the first time), with register_decomposition's ops."""
+    global _table
+    if _table is None:
+        _table = _decompositions()
+    return _table
+
+
+def __getattr__(name: str):
+    # `tpu_backend` (the torch_dynamo_backends entry point) is made at first use, with AOTAutograd.
+    global _backend
+    if name == "tpu_backend":
+        if _backend is None:
+            _backend = _make_backend()
+        return _backend
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def register_decomposition(op, fn) -> None:
-    """Traces `op` as `fn` in the graphs AOTAutograd makes for backend="tpu" (torchtpu.jax_op's
-    ops become torchtpu::stablehlo_call, which the lowering table inlines)."""
-    tpu_backend.kwargs["decompositions"][op] = fn
+    """Traces `op` as `fn` in the graphs AOTAutograd makes for backend="tpu" and in
+    torchtpu.compile_step's (torchtpu.jax_op's ops become torchtpu::stablehlo_call, which the
+    lowering table inlines)."""
+    decomposition_table()[op] = fn
 
 
 def register() -> None:
     from torch._dynamo.backends.registry import _BACKENDS, register_backend
 
     if "tpu" not in _BACKENDS:
-        register_backend(name="tpu")(tpu_backend)
+        register_backend(name="tpu")(__getattr__("tpu_backend"))
 
 
 def graph_metrics() -> dict:
