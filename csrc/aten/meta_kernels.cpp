@@ -134,8 +134,18 @@ at::Tensor sample_dirichlet_meta(const at::Tensor& alpha, std::optional<at::Gene
   return at::empty_like(alpha, at::MemoryFormat::Contiguous);
 }
 
+// binomial(count, prob) (lowered in lowering/random.cpp): one draw per count, prob broadcast to
+// count's shape as the CPU's kernel does.
+at::Tensor binomial_meta(const at::Tensor& count, const at::Tensor& prob,
+                         std::optional<at::Generator> gen) {
+  (void)gen;
+  (void)prob;
+  return at::empty_like(count, at::MemoryFormat::Contiguous);
+}
+
 TORCH_LIBRARY_IMPL(aten, Meta, m) {
   m.impl("_sample_dirichlet", TORCH_FN(sample_dirichlet_meta));
+  m.impl("binomial", TORCH_FN(binomial_meta));
   m.impl("_ctc_loss_backward", &ctc_backward_meta);
   m.impl("_ctc_loss_backward.Tensor", &ctc_backward_tensor_meta);
   m.impl("multi_margin_loss", TORCH_FN(multi_margin_loss_meta));

@@ -642,6 +642,139 @@ std::vector<Value> lower_poisson(LoweringContext& ctx) {
   return {b.reshape(b.convert(done[2], out.dtype), out.shape)};
 }
 
+// Stirling's series tail of log(k!) as the CPU's stirling_approx_tail: a table for k <= 9.
+Value stirling_tail(FunctionBuilder& b, Value k) {
+  static constexpr double kTail[10] = {0.0810614667953272,  0.0413406959554092, 0.0276779256849983,
+                                       0.02079067210376509, 0.0166446911898211, 0.0138761288230707,
+                                       0.0118967099458917,  0.0104112652619720, 0.00925546218271273,
+                                       0.00833056343336287};
+  auto c = [&](double v) { return b.constant(v, k.type); };
+  Value kp1 = b.add(k, c(1.0));
+  Value kp1sq = b.mul(kp1, kp1);
+  Value r = b.div(
+      b.sub(c(1.0 / 12), b.div(b.sub(c(1.0 / 360), b.div(c(1.0 / 1260), kp1sq)), kp1sq)), kp1);
+  for (int i = 0; i < 10; ++i) {
+    r = b.select(b.compare(k, c(i), CompareDirection::kEQ), c(kTail[i]), r);
+  }
+  return r;
+}
+
+// binomial(count, prob, generator): the CPU's sample_binomial in f64: 0 for count <= 0 or
+// prob <= 0, count for prob >= 1, NaN for a NaN prob; otherwise with q = min(prob, 1 - prob)
+// (and count - k when prob > 0.5) BTRS (Hormann's transformed rejection) when count * q >= 10,
+// else inversion by sums of geometric draws; one stablehlo.while over all elements, two uniforms
+// per element and round from a carried ThreeFry state. An element undecided after 1024 rounds
+// comes out NaN.
+std::vector<Value> lower_binomial(LoweringContext& ctx) {
+  std::vector<Value> r;
+  if (empty_result(ctx, r)) return r;
+  FunctionBuilder& b = ctx.b;
+  const TensorType& out = ctx.out_type();
+  const ElementType f64 = ElementType::kF64;
+  const int64_t n = out.numel();
+  TensorType row(f64, {n});
+  auto c = [&](double v) { return b.constant(v, row); };
+  auto lg = [&](FunctionBuilder& fb, Value x) { return fb.unary("stablehlo.log", x); };
+  Value count = b.reshape(b.convert(coerce(b, ctx.tensor(0), out), f64), {n});
+  Value prob = b.reshape(b.convert(coerce(b, ctx.tensor(1), out), f64), {n});
+  Value flip = b.compare(prob, c(0.5), CompareDirection::kGT);
+  Value q = b.select(flip, b.sub(c(1.0), prob), prob);
+  Value use_btrs = b.compare(b.mul(count, q), c(10.0), CompareDirection::kGE);
+  Value logq = b.unary("stablehlo.log_plus_one", b.neg(q));
+  Value stddev = b.unary("stablehlo.sqrt", b.mul(b.mul(count, q), b.sub(c(1.0), q)));
+  Value bb = b.add(c(1.15), b.mul(c(2.53), stddev));
+  Value a = b.add(b.add(c(-0.0873), b.mul(c(0.0248), bb)), b.mul(c(0.01), q));
+  Value cc = b.add(b.mul(count, q), c(0.5));
+  Value vr = b.sub(c(0.92), b.div(c(4.2), bb));
+  Value rr = b.div(q, b.sub(c(1.0), q));
+  Value alpha = b.mul(b.add(c(2.83), b.div(c(5.1), bb)), stddev);
+  Value m = b.unary("stablehlo.floor", b.mul(b.add(count, c(1.0)), q));
+  Value state = generator_state(ctx);
+  state = shlo::rng_bit_generator(b, state, state.type).second;
+  TensorType pred(ElementType::kPred, {n});
+  TensorType i64(ElementType::kS64, {});
+  Value zero = b.binary("stablehlo.or", b.compare(count, c(0.0), CompareDirection::kLE),
+                        b.compare(prob, c(0.0), CompareDirection::kLE));
+  Value full = b.compare(prob, c(1.0), CompareDirection::kGE);
+  Value nan_p = b.compare(prob, prob, CompareDirection::kNE);
+  // Elements the special cases decide never enter the loop (their sampler constants are
+  // degenerate: q = 0 would never finish).
+  Value decided = b.binary("stablehlo.or", zero, b.binary("stablehlo.or", full, nan_p));
+  Values init{state, decided, c(NAN),   c(0.0), c(0.0), b.constant_int(0, i64),
+              count, logq,    use_btrs, bb,     a,      cc,
+              vr,    rr,      alpha,    m};
+  auto cond = [&](FunctionBuilder& lb, const Values& st) -> Values {
+    Value pending =
+        lb.reduce_simple(lb.unary("stablehlo.not", st[1]),
+                         lb.constant(0, TensorType(ElementType::kPred, {})), {0}, "stablehlo.or");
+    Value more = lb.compare(st[5], lb.constant_int(1024, i64), CompareDirection::kLT);
+    return {lb.binary("stablehlo.and", pending, more)};
+  };
+  auto body = [&](FunctionBuilder& lb, const Values& st) -> Values {
+    auto k_ = [&](double v) { return lb.constant(v, row); };
+    const Value &cnt = st[6], &lq = st[7], &bt = st[8], &bv = st[9], &av = st[10], &cv = st[11],
+                &vrv = st[12], &rv = st[13], &al = st[14], &mv = st[15];
+    auto [next, bits] = shlo::rng_bit_generator(lb, st[0], TensorType(ElementType::kU64, {2, n}));
+    Value u = uniform_from_bits(lb, bits, f64, 53);
+    Value u1 = lb.reshape(lb.slice(u, {0, 0}, {1, n}, {1, 1}), {n});
+    Value u2 = lb.reshape(lb.slice(u, {1, 0}, {2, n}, {1, 1}), {n});
+    // Inversion: geom_sum += ceil(log U / log(1 - q)); done once it passes count.
+    Value geom = lb.unary("stablehlo.ceil", lb.div(lg(lb, u1), lq));
+    Value gsum = lb.add(st[3], geom);
+    Value inv_done = lb.compare(gsum, cnt, CompareDirection::kGT);
+    Value inv_value = st[4];
+    Value inv_next = lb.select(inv_done, st[4], lb.add(st[4], k_(1.0)));
+    // BTRS.
+    Value uu = lb.sub(u1, k_(0.5));
+    Value us = lb.sub(k_(0.5), lb.abs(uu));
+    Value kk = lb.unary("stablehlo.floor",
+                        lb.add(lb.mul(lb.add(lb.div(lb.mul(k_(2.0), av), us), bv), uu), cv));
+    Value in_range = lb.binary("stablehlo.and", lb.compare(kk, k_(0.0), CompareDirection::kGE),
+                               lb.compare(kk, cnt, CompareDirection::kLE));
+    Value quick = lb.binary("stablehlo.and", lb.compare(us, k_(0.07), CompareDirection::kGE),
+                            lb.compare(u2, vrv, CompareDirection::kLE));
+    Value vlog = lg(lb, lb.div(lb.mul(u2, al), lb.add(lb.div(av, lb.mul(us, us)), bv)));
+    Value cm1 = lb.add(lb.sub(cnt, mv), k_(1.0));
+    Value ck1 = lb.add(lb.sub(cnt, kk), k_(1.0));
+    Value upper = lb.add(
+        lb.add(lb.mul(lb.add(mv, k_(0.5)), lg(lb, lb.div(lb.add(mv, k_(1.0)), lb.mul(rv, cm1)))),
+               lb.mul(lb.add(cnt, k_(1.0)), lg(lb, lb.div(cm1, ck1)))),
+        lb.mul(lb.add(kk, k_(0.5)), lg(lb, lb.div(lb.mul(rv, ck1), lb.add(kk, k_(1.0))))));
+    upper =
+        lb.add(upper, lb.sub(lb.add(stirling_tail(lb, mv), stirling_tail(lb, lb.sub(cnt, mv))),
+                             lb.add(stirling_tail(lb, kk), stirling_tail(lb, lb.sub(cnt, kk)))));
+    Value btrs_done =
+        lb.binary("stablehlo.and", in_range,
+                  lb.binary("stablehlo.or", quick, lb.compare(vlog, upper, CompareDirection::kLE)));
+    Value finished = lb.select(bt, btrs_done, inv_done);
+    Value value = lb.select(bt, kk, inv_value);
+    Value take = lb.binary("stablehlo.and", finished, lb.unary("stablehlo.not", st[1]));
+    return {next,
+            lb.binary("stablehlo.or", st[1], take),
+            lb.select(take, value, st[2]),
+            gsum,
+            inv_next,
+            lb.add(st[5], lb.constant_int(1, i64)),
+            cnt,
+            lq,
+            bt,
+            bv,
+            av,
+            cv,
+            vrv,
+            rv,
+            al,
+            mv};
+  };
+  Values done = b.while_loop(init, cond, body);
+  Value k = b.select(flip, b.sub(count, done[2]), done[2]);
+  // In the CPU's order: count <= 0 or prob <= 0 first, then prob >= 1, then a NaN prob.
+  k = b.select(nan_p, c(NAN), k);
+  k = b.select(full, count, k);
+  k = b.select(zero, c(0.0), k);
+  return {b.reshape(b.convert(k, out.dtype), out.shape)};
+}
+
 TORCHTPU_GRAPH_LOWERING("aten::rand", lower_rand);
 TORCHTPU_GRAPH_LOWERING("aten::rand.generator", lower_rand);
 TORCHTPU_GRAPH_LOWERING("aten::rand_like", lower_rand);
@@ -667,6 +800,7 @@ TORCHTPU_LOWERING("aten::randperm.out", lower_randperm);
 TORCHTPU_LOWERING("aten::_standard_gamma", lower_standard_gamma);
 TORCHTPU_LOWERING("aten::_sample_dirichlet", lower_sample_dirichlet);
 TORCHTPU_LOWERING("aten::poisson", lower_poisson);
+TORCHTPU_LOWERING("aten::binomial", lower_binomial);
 TORCHTPU_GRAPH_LOWERING("aten::normal.float_float", lower_normal);
 
 TORCHTPU_LOWERING("aten::uniform", lower_uniform);

@@ -430,3 +430,30 @@ def test_poisson_bad_rate_raises_like_cpu(bad):
     with pytest.raises(RuntimeError, match="invalid Poisson rate"):
         torch.poisson(torch.tensor([1.0, bad], device="tpu")).cpu()
     assert torch.poisson(torch.zeros(3, device="tpu")).cpu().tolist() == [0.0, 0.0, 0.0]
+
+
+@pytest.mark.usefixtures("no_cpu_fallback")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("count, prob", [(10, 0.5), (5, 0.1), (100, 0.05), (100, 0.3),
+                                         (100, 0.9), (1000, 0.5), (20, 0.99), (1e6, 1e-6)])
+def test_binomial_matches_cpu_distribution(count, prob, dtype):
+    # Inversion below count * q = 10, BTRS above, flipped for prob > 0.5, as on the CPU.
+    n = 20000
+    c, p = torch.full((n,), float(count), dtype=dtype), torch.full((n,), prob, dtype=dtype)
+    g = torch.Generator(device="tpu").manual_seed(0)
+    got = torch.binomial(c.to("tpu"), p.to("tpu"), generator=g).cpu()
+    want = torch.binomial(c, p, generator=torch.Generator().manual_seed(0))
+    assert got.dtype == dtype and torch.equal(got, got.round())
+    assert (got >= 0).all() and (got <= count).all()
+    assert _ks(got, want) < 0.0195, _ks(got, want)
+    g.manual_seed(0)
+    assert torch.equal(torch.binomial(c.to("tpu"), p.to("tpu"), generator=g).cpu(), got)
+
+
+@pytest.mark.usefixtures("no_cpu_fallback")
+def test_binomial_special_cases_match_cpu():
+    # count <= 0 or prob <= 0 -> 0, prob >= 1 -> count, a NaN prob -> NaN (after those), exact.
+    count = torch.tensor([0.0, -1.0, 7.0, 5.0, 0.0, 3.0, 9.0])
+    prob = torch.tensor([0.5, 0.5, 0.0, 1.5, float("nan"), float("nan"), 1.0])
+    got = torch.binomial(count.to("tpu"), prob.to("tpu")).cpu()
+    torch.testing.assert_close(got, torch.binomial(count, prob), equal_nan=True)
