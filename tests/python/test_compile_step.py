@@ -352,3 +352,35 @@ def test_list_results_of_tensor_list_ops_are_indexed_in_a_compiled_graph():
             torch.testing.assert_close(g.cpu(), w)
         for w, g in zip(inputs, tpu_inputs):
             torch.testing.assert_close(g.cpu(), w)
+
+
+def test_lists_of_0d_tensors_in_a_graph_match_element_by_element():
+    """Foreach ops over 0-d tensors (an optimizer's per-parameter step counters and the bias
+    corrections made from them) are lowered as one vector op in a graph: the values are the
+    element-by-element lowering's bit for bit and the CPU's, and reductions (_foreach_norm) still
+    reduce each element alone."""
+
+    def chain(steps, xs):
+        steps = torch._foreach_add(steps, 1)
+        bc1 = torch._foreach_pow(0.9, steps)
+        bc1 = torch._foreach_sub(bc1, 1)
+        bc1 = torch._foreach_reciprocal(torch._foreach_neg(bc1))
+        bc2 = torch._foreach_sqrt(torch._foreach_neg(torch._foreach_sub(
+            torch._foreach_pow(0.999, steps), 1)))
+        return (steps + torch._foreach_div(bc1, bc2) + torch._foreach_addcdiv(xs, xs, bc2, 0.5)
+                + torch._foreach_norm(xs) + torch._foreach_lerp(xs, steps, 0.25))
+
+    steps = [torch.tensor(float(v)) for v in (0, 1, 9, 99, 12344)]
+    xs = [torch.tensor(v) for v in (0.5, -3.0, 1e-3, 7.0, -0.25)]
+    tpu_args = ([s.to("tpu") for s in steps], [x.to("tpu") for x in xs])
+    compiled = torch.compile(chain, backend="tpu")
+    got = compiled(*tpu_args)
+    # The same graph on 1-element lists, one element at a time: lowered element by element.
+    alone = [compiled([s], [x]) for s, x in zip(*tpu_args)]
+    elementwise = [alone[i][k] for k in range(5) for i in range(5)]
+    want = chain(steps, xs)
+    assert len(got) == len(want) == 25
+    for g, e, w in zip(got, elementwise, want):
+        assert g.shape == w.shape == ()
+        torch.testing.assert_close(g.cpu(), e.cpu(), rtol=0, atol=0)
+        torch.testing.assert_close(g.cpu(), w, rtol=1e-6, atol=1e-7)
