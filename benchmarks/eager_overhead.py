@@ -6,26 +6,11 @@ final sample set, nothing waits: ops are asynchronous, so a sync closes each tim
 """
 
 import json
-import statistics
-import time
 
 import torch
 
 import torchtpu
-
-
-def bench(fn, sync, reps=200, batches=15):
-    for _ in range(20):
-        fn()
-    sync()
-    samples = []
-    for _ in range(batches):
-        start = time.perf_counter()
-        for _ in range(reps):
-            fn()
-        sync()
-        samples.append((time.perf_counter() - start) / reps * 1e6)
-    return statistics.median(samples)
+from timing import median_call_time
 
 
 def cases(device):
@@ -47,7 +32,7 @@ def main():
     results = {}
     for device in ("cpu", "tpu"):
         for op, fn in cases(device).items():
-            us = bench(fn, sync[device])
+            us = median_call_time(fn, sync[device], reps=200, batches=15, warmup=20)
             results[(op, device)] = us
             print(json.dumps({"op": op, "device": device, "median_us": round(us, 3)}))
     for op in cases("cpu"):

@@ -17,23 +17,9 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 
 import torch
-
-
-def bench(fn, sync, reps=200, batches=9):
-    for _ in range(20):
-        fn()
-    sync()
-    samples = []
-    for _ in range(batches):
-        start = time.perf_counter()
-        for _ in range(reps):
-            fn()
-        sync()
-        samples.append((time.perf_counter() - start) / reps * 1e6)
-    return statistics.median(samples)
+from timing import median_call_time
 
 
 def cases(device):
@@ -49,7 +35,8 @@ def cases(device):
 
 def measure_off(device: str) -> dict:
     sync = torch.tpu.synchronize if device == "tpu" else (lambda: None)
-    return {op: bench(fn, sync) for op, fn in cases(device).items()}
+    return {op: median_call_time(fn, sync, reps=200, batches=9, warmup=20)
+            for op, fn in cases(device).items()}
 
 
 def child(rounds: int) -> None:

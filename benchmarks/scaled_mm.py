@@ -10,24 +10,12 @@ what the fp8 path costs there, not what an fp8 MXU or Hopper GEMM gains.
 
 import argparse
 import json
-import statistics
 import time
 
 import torch
 
 import torchtpu
-
-
-def bench(fn, sync, reps, batches=7):
-    sync()
-    samples = []
-    for _ in range(batches):
-        start = time.perf_counter()
-        for _ in range(reps):
-            fn()
-        sync()
-        samples.append((time.perf_counter() - start) / reps * 1e3)
-    return statistics.median(samples)
+from timing import median_call_time
 
 
 def cases(device, n):
@@ -58,7 +46,7 @@ def main():
                 fn()
                 sync[device]()
                 first_ms = (time.perf_counter() - start) * 1e3
-                t[(name, device)] = bench(fn, sync[device], reps)
+                t[(name, device)] = median_call_time(fn, sync[device], reps, batches=7, scale=1e3)
                 print(json.dumps({"case": name, "device": device, "n": n,
                                   "first_call_ms": round(first_ms, 2),
                                   "median_ms": round(t[(name, device)], 3)}))

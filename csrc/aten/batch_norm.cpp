@@ -3,13 +3,13 @@
 // _batch_norm_with_update do it by schema. The tpu kernels run the functional forms (lowered in
 // lowering/normalization.cpp) and copy the new statistics back into the caller's tensors.
 #include <ATen/ATen.h>
-#include <ATen/native/Resize.h>
 #include <torch/library.h>
 
 #include <optional>
 #include <vector>
 
 #include "aten/executor.h"
+#include "aten/out_via_functional.h"
 
 namespace torchtpu::aten {
 namespace {
@@ -87,54 +87,25 @@ void batch_norm_update_kernel(const c10::OperatorHandle& op, torch::jit::Stack* 
 // The out= forms (_batch_norm_with_update.out, _native_batch_norm_legit.out / .no_stats_out):
 // the functional kernels compute (statistics copied back as above), and the results go into
 // out/save_mean/save_invstd, resized like the CPU's resize_output. `reserve` (cuDNN's workspace)
-// is left as the CPU leaves it: untouched.
+// is left as the CPU leaves it: untouched; so are save_mean/save_invstd (their shape included)
+// of _native_batch_norm_legit.out in evaluation.
 void batch_norm_out_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  torch::jit::Stack& s = *stack;
-  const size_t nargs = op.schema().arguments().size();
-  const size_t first = s.size() - nargs;
-  const bool with_update = op.schema().name() == "aten::_batch_norm_with_update";
-  const bool no_stats = op.schema().overload_name() == "no_stats_out";
-  const size_t n_outs = with_update ? 4 : 3;
-  std::vector<at::Tensor> outs;
-  for (size_t i = first + nargs - n_outs; i < s.size(); ++i) outs.push_back(s[i].toTensor());
-  at::Tensor input = s[first].toTensor();
-  auto weight = s[first + 1].toOptional<at::Tensor>();
-  auto bias = s[first + 2].toOptional<at::Tensor>();
-  std::vector<at::Tensor> results;
-  if (no_stats) {
-    // (input, weight, bias, training, momentum, eps)
-    auto r = at::_native_batch_norm_legit(input, weight, bias, s[first + 3].toBool(),
-                                          s[first + 4].toDouble(), s[first + 5].toDouble());
-    results = {std::get<0>(r), std::get<1>(r), std::get<2>(r)};
-  } else if (with_update) {
-    at::Tensor running_mean = s[first + 3].toTensor(), running_var = s[first + 4].toTensor();
-    auto r = at::_batch_norm_with_update(input, weight, bias, running_mean, running_var,
-                                         s[first + 5].toDouble(), s[first + 6].toDouble());
-    results = {std::get<0>(r), std::get<1>(r), std::get<2>(r)};
-  } else {
-    at::Tensor running_mean = s[first + 3].toTensor(), running_var = s[first + 4].toTensor();
-    auto r = at::_native_batch_norm_legit(input, weight, bias, running_mean, running_var,
-                                          s[first + 5].toBool(), s[first + 6].toDouble(),
-                                          s[first + 7].toDouble());
-    results = {std::get<0>(r), std::get<1>(r), std::get<2>(r)};
-  }
-  // In evaluation the CPU leaves save_mean/save_invstd as they are (their shape included).
-  const bool eval = !with_update && !no_stats && !s[first + 5].toBool();
-  for (size_t i = 0; i < (eval ? 1 : results.size()); ++i) {
-    at::native::resize_output(outs[i], results[i].sizes());
-    outs[i].copy_(results[i]);
-  }
-  s.erase(s.begin() + static_cast<std::ptrdiff_t>(first), s.end());
-  for (at::Tensor& t : outs) s.emplace_back(std::move(t));
+  const auto& schema = op.schema();
+  const bool no_stats = schema.overload_name() == "no_stats_out";
+  const bool legit_stats = schema.name() == "aten::_native_batch_norm_legit" && !no_stats;
+  // (input, weight, bias, running_mean, running_var, training, ...) for the latter.
+  const size_t first = stack->size() - schema.arguments().size();
+  const bool eval = legit_stats && !(*stack)[first + 5].toBool();
+  auto functional = c10::Dispatcher::singleton().findSchemaOrThrow(schema.name().c_str(),
+                                                                   no_stats ? "no_stats" : "");
+  write_outs_via(op, stack, functional, eval ? 1 : 3);
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("_batch_norm_with_update.out",
-         torch::CppFunction::makeFromBoxedFunction<&batch_norm_out_kernel>());
-  m.impl("_native_batch_norm_legit.out",
-         torch::CppFunction::makeFromBoxedFunction<&batch_norm_out_kernel>());
-  m.impl("_native_batch_norm_legit.no_stats_out",
-         torch::CppFunction::makeFromBoxedFunction<&batch_norm_out_kernel>());
+  for (const char* out_form : {"_batch_norm_with_update.out", "_native_batch_norm_legit.out",
+                               "_native_batch_norm_legit.no_stats_out"}) {
+    m.impl(out_form, torch::CppFunction::makeFromBoxedFunction<&batch_norm_out_kernel>());
+  }
   m.impl("native_batch_norm",
          torch::CppFunction::makeFromBoxedFunction<&native_batch_norm_kernel>());
   m.impl("_native_batch_norm_legit",

@@ -70,15 +70,6 @@ void check_scaled_mm(const at::Tensor& a, const at::Tensor& b, const at::Tensor&
               b.size(1), " but got ", bias->numel());
 }
 
-at::Tensor scaled_mm_meta(const at::Tensor& a, const at::Tensor& b, const at::Tensor& scale_a,
-                          const at::Tensor& scale_b, const std::optional<at::Tensor>& bias,
-                          const std::optional<at::Tensor>& scale_result,
-                          std::optional<c10::ScalarType> out_dtype, bool use_fast_accum) {
-  (void)use_fast_accum;
-  check_scaled_mm(a, b, scale_a, scale_b, bias, scale_result);
-  return at::empty({a.size(0), b.size(1)}, a.options().dtype(out_dtype.value_or(a.scalar_type())));
-}
-
 // torch.nn.functional.scaled_mm's op. The recipes the CPU has (tensor-wise and row-wise, one
 // scale per operand, no swizzle) with its checks; block-wise recipes (MX formats) are refused.
 constexpr int64_t kTensorWise = 0, kRowWise = 1;
@@ -146,50 +137,67 @@ void check_scaled_mm_v2(const at::Tensor& a, const at::Tensor& b, at::TensorList
                     ", mat_b.dtype()=", b.scalar_type());
 }
 
-at::Tensor scaled_mm_v2_meta(const at::Tensor& a, const at::Tensor& b, at::TensorList scale_a,
+// Each op's meta kernel (kMeta: checks and sizes) and tpu kernel (checks, then the lowered
+// torchtpu op) are one function, so the two can never check differently.
+template <bool kMeta>
+at::Tensor scaled_mm_impl(const at::Tensor& a, const at::Tensor& b, const at::Tensor& scale_a,
+                          const at::Tensor& scale_b, const std::optional<at::Tensor>& bias,
+                          const std::optional<at::Tensor>& scale_result,
+                          std::optional<c10::ScalarType> out_dtype, bool use_fast_accum) {
+  (void)use_fast_accum;  // a meta kernel has no use for it
+  check_scaled_mm(a, b, scale_a, scale_b, bias, scale_result);
+  if constexpr (kMeta) {
+    return at::empty({a.size(0), b.size(1)},
+                     a.options().dtype(out_dtype.value_or(a.scalar_type())));
+  } else {
+    static auto op = c10::Dispatcher::singleton()
+                         .findSchemaOrThrow("torchtpu::scaled_mm", "")
+                         .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                           const at::Tensor&, const std::optional<at::Tensor>&,
+                                           const std::optional<at::Tensor>&,
+                                           std::optional<c10::ScalarType>, bool)>();
+    return op.call(a, b, scale_a, scale_b, bias, scale_result, out_dtype, use_fast_accum);
+  }
+}
+
+template <bool kMeta>
+at::Tensor scaled_mm_v2_impl(const at::Tensor& a, const at::Tensor& b, at::TensorList scale_a,
                              at::IntArrayRef recipe_a, at::IntArrayRef swizzle_a,
                              at::TensorList scale_b, at::IntArrayRef recipe_b,
                              at::IntArrayRef swizzle_b, const std::optional<at::Tensor>& bias,
                              std::optional<c10::ScalarType> out_dtype,
                              at::IntArrayRef contraction_dim, bool use_fast_accum) {
-  (void)use_fast_accum;
+  (void)use_fast_accum;  // a meta kernel has no use for it
   check_scaled_mm_v2(a, b, scale_a, recipe_a, swizzle_a, scale_b, recipe_b, swizzle_b, bias,
                      contraction_dim);
-  return at::empty({a.size(0), b.size(1)}, a.options().dtype(out_dtype.value_or(a.scalar_type())));
+  c10::ScalarType dtype = out_dtype.value_or(a.scalar_type());
+  if constexpr (kMeta) {
+    return at::empty({a.size(0), b.size(1)}, a.options().dtype(dtype));
+  } else {
+    if (a.size(0) == 0 || a.size(1) == 0 || b.size(1) == 0) {
+      // As on the CPU: an empty product is zeros, without the bias.
+      return at::zeros({a.size(0), b.size(1)}, a.options().dtype(dtype));
+    }
+    static auto op =
+        c10::Dispatcher::singleton()
+            .findSchemaOrThrow("torchtpu::scaled_mm_v2", "")
+            .typed<at::Tensor(const at::Tensor&, const at::Tensor&, at::TensorList, at::IntArrayRef,
+                              at::IntArrayRef, at::TensorList, at::IntArrayRef, at::IntArrayRef,
+                              const std::optional<at::Tensor>&, std::optional<c10::ScalarType>,
+                              at::IntArrayRef, bool)>();
+    return op.call(a, b, scale_a, recipe_a, swizzle_a, scale_b, recipe_b, swizzle_b, bias,
+                   out_dtype, contraction_dim, use_fast_accum);
+  }
 }
 
 TORCH_LIBRARY_IMPL(torchtpu, Meta, m) {
-  m.impl("scaled_mm", scaled_mm_meta);
-  m.impl("scaled_mm_v2", scaled_mm_v2_meta);
+  m.impl("scaled_mm", scaled_mm_impl<true>);
+  m.impl("scaled_mm_v2", scaled_mm_v2_impl<true>);
 }
 
 TORCH_LIBRARY_IMPL(torchtpu, PrivateUse1, m) {
   m.impl("scaled_mm", torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());
   m.impl("scaled_mm_v2", torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());
-}
-
-at::Tensor scaled_mm_v2_kernel(const at::Tensor& a, const at::Tensor& b, at::TensorList scale_a,
-                               at::IntArrayRef recipe_a, at::IntArrayRef swizzle_a,
-                               at::TensorList scale_b, at::IntArrayRef recipe_b,
-                               at::IntArrayRef swizzle_b, const std::optional<at::Tensor>& bias,
-                               std::optional<c10::ScalarType> out_dtype,
-                               at::IntArrayRef contraction_dim, bool use_fast_accum) {
-  check_scaled_mm_v2(a, b, scale_a, recipe_a, swizzle_a, scale_b, recipe_b, swizzle_b, bias,
-                     contraction_dim);
-  c10::ScalarType dtype = out_dtype.value_or(a.scalar_type());
-  if (a.size(0) == 0 || a.size(1) == 0 || b.size(1) == 0) {
-    // As on the CPU: an empty product is zeros, without the bias.
-    return at::zeros({a.size(0), b.size(1)}, a.options().dtype(dtype));
-  }
-  static auto op =
-      c10::Dispatcher::singleton()
-          .findSchemaOrThrow("torchtpu::scaled_mm_v2", "")
-          .typed<at::Tensor(const at::Tensor&, const at::Tensor&, at::TensorList, at::IntArrayRef,
-                            at::IntArrayRef, at::TensorList, at::IntArrayRef, at::IntArrayRef,
-                            const std::optional<at::Tensor>&, std::optional<c10::ScalarType>,
-                            at::IntArrayRef, bool)>();
-  return op.call(a, b, scale_a, recipe_a, swizzle_a, scale_b, recipe_b, swizzle_b, bias, out_dtype,
-                 contraction_dim, use_fast_accum);
 }
 
 at::Tensor& scaled_mm_v2_out_kernel(const at::Tensor& a, const at::Tensor& b,
@@ -203,25 +211,11 @@ at::Tensor& scaled_mm_v2_out_kernel(const at::Tensor& a, const at::Tensor& b,
   TORCH_CHECK_VALUE(!out_dtype || *out_dtype == out.scalar_type(),
                     "out_dtype must match output matrix type");
   at::Tensor r =
-      scaled_mm_v2_kernel(a, b, scale_a, recipe_a, swizzle_a, scale_b, recipe_b, swizzle_b, bias,
-                          out.scalar_type(), contraction_dim, use_fast_accum);
+      scaled_mm_v2_impl<false>(a, b, scale_a, recipe_a, swizzle_a, scale_b, recipe_b, swizzle_b,
+                               bias, out.scalar_type(), contraction_dim, use_fast_accum);
   at::native::resize_output(out, r.sizes());
   out.copy_(r);
   return out;
-}
-
-at::Tensor scaled_mm_kernel(const at::Tensor& a, const at::Tensor& b, const at::Tensor& scale_a,
-                            const at::Tensor& scale_b, const std::optional<at::Tensor>& bias,
-                            const std::optional<at::Tensor>& scale_result,
-                            std::optional<c10::ScalarType> out_dtype, bool use_fast_accum) {
-  check_scaled_mm(a, b, scale_a, scale_b, bias, scale_result);
-  static auto op = c10::Dispatcher::singleton()
-                       .findSchemaOrThrow("torchtpu::scaled_mm", "")
-                       .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                                         const at::Tensor&, const std::optional<at::Tensor>&,
-                                         const std::optional<at::Tensor>&,
-                                         std::optional<c10::ScalarType>, bool)>();
-  return op.call(a, b, scale_a, scale_b, bias, scale_result, out_dtype, use_fast_accum);
 }
 
 at::Tensor& scaled_mm_out_kernel(const at::Tensor& a, const at::Tensor& b,
@@ -233,17 +227,17 @@ at::Tensor& scaled_mm_out_kernel(const at::Tensor& a, const at::Tensor& b,
   TORCH_CHECK_VALUE(!out_dtype || *out_dtype == out.scalar_type(),
                     "out_dtype must match output matrix type");
   // The CPU computes in out's dtype when out_dtype is not given.
-  at::Tensor r = scaled_mm_kernel(a, b, scale_a, scale_b, bias, scale_result, out.scalar_type(),
-                                  use_fast_accum);
+  at::Tensor r = scaled_mm_impl<false>(a, b, scale_a, scale_b, bias, scale_result,
+                                       out.scalar_type(), use_fast_accum);
   at::native::resize_output(out, r.sizes());
   out.copy_(r);
   return out;
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("_scaled_mm", scaled_mm_kernel);
+  m.impl("_scaled_mm", scaled_mm_impl<false>);
   m.impl("_scaled_mm.out", scaled_mm_out_kernel);
-  m.impl("_scaled_mm_v2", scaled_mm_v2_kernel);
+  m.impl("_scaled_mm_v2", scaled_mm_v2_impl<false>);
   m.impl("_scaled_mm_v2.out", scaled_mm_v2_out_kernel);
 }
 

@@ -6,7 +6,9 @@
 #include <c10/util/Exception.h>
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <limits>
 
 #include "lowering/checks.h"
@@ -406,14 +408,80 @@ Value uniform_from_bits(FunctionBuilder& b, Value bits, ElementType ct, int d) {
   return b.mul(b.convert(masked, ct), b.constant(std::ldexp(1.0, -d), bits.type.with_dtype(ct)));
 }
 
+// A fresh (key, counter) from the op's (seed, offset), as random_bits_from_state does: the
+// samplers below draw from it directly, round after round.
+Value sampler_state(LoweringContext& ctx) {
+  Value state = generator_state(ctx);
+  return shlo::rng_bit_generator(ctx.b, state, state.type).second;
+}
+
+// What one round of a rejection sampler (gamma, poisson, binomial) says for each element:
+// whether this round finishes it, the value it finishes with, and the element's evolving state
+// for the next round.
+struct SamplerRound {
+  Value finished;
+  Value value;
+  Values vars;
+};
+// One round: `u` holds this round's uniforms (one [n] row per draw), `vars` the evolving state,
+// `fixed` what every round reads unchanged.
+using SamplerBody = std::function<SamplerRound(FunctionBuilder& lb, const Values& u,
+                                               const Values& vars, const Values& fixed)>;
+
+// The loop the rejection samplers share, as the CPU's per-element loops but for all n elements
+// at once: one stablehlo.while whose rounds draw `draws` uniforms in `ct` per element from the
+// ThreeFry `state` it carries (so rounds never reuse bits, and no other op's stream is touched).
+// An element takes the value of the first round that finishes it; elements `decided` on entry
+// never enter. The loop ends when every element is decided or after `max_rounds` rounds; an
+// element still undecided then comes out NaN. `fixed` rides in the loop state because the
+// regions only see what the loop carries.
+Value run_sampler(FunctionBuilder& b, Value state, Value decided, ElementType ct, int64_t draws,
+                  int64_t max_rounds, const Values& vars, const Values& fixed,
+                  const SamplerBody& round) {
+  const int64_t n = decided.type.numel();
+  const int d_bits = digits(ct);
+  const ElementType bt = d_bits > 32 ? ElementType::kU64 : ElementType::kU32;
+  const TensorType i64(ElementType::kS64, {});
+  const size_t n_vars = vars.size();
+  // The loop state: (rng state, done, result, round count, vars..., fixed...).
+  Values init{state, decided, b.constant(NAN, TensorType(ct, {n})), b.constant_int(0, i64)};
+  init.insert(init.end(), vars.begin(), vars.end());
+  init.insert(init.end(), fixed.begin(), fixed.end());
+  auto cond = [&](FunctionBuilder& lb, const Values& st) -> Values {
+    Value pending =
+        lb.reduce_simple(lb.unary("stablehlo.not", st[1]),
+                         lb.constant(0, TensorType(ElementType::kPred, {})), {0}, "stablehlo.or");
+    Value more = lb.compare(st[3], lb.constant_int(max_rounds, i64), CompareDirection::kLT);
+    return {lb.binary("stablehlo.and", pending, more)};
+  };
+  auto body = [&](FunctionBuilder& lb, const Values& st) -> Values {
+    auto [next, bits] = shlo::rng_bit_generator(lb, st[0], TensorType(bt, {draws, n}));
+    Value all = uniform_from_bits(lb, bits, ct, d_bits);
+    Values u;
+    for (int64_t i = 0; i < draws; ++i) {
+      u.push_back(lb.reshape(lb.slice(all, {i, 0}, {i + 1, n}, {1, 1}), {n}));
+    }
+    const auto var_begin = st.begin() + 4;
+    const auto fixed_begin = var_begin + static_cast<std::ptrdiff_t>(n_vars);
+    SamplerRound r = round(lb, u, Values(var_begin, fixed_begin), Values(fixed_begin, st.end()));
+    TORCH_CHECK(r.vars.size() == n_vars, "torchtpu lowering: a sampler round returned ",
+                r.vars.size(), " values for ", n_vars, " evolving ones");
+    Value take = lb.binary("stablehlo.and", r.finished, lb.unary("stablehlo.not", st[1]));
+    Values out{next, lb.binary("stablehlo.or", st[1], take), lb.select(take, r.value, st[2]),
+               lb.add(st[3], lb.constant_int(1, i64))};
+    out.insert(out.end(), r.vars.begin(), r.vars.end());
+    out.insert(out.end(), fixed_begin, st.end());
+    return out;
+  };
+  return b.while_loop(init, cond, body).at(2);
+}
+
 // _standard_gamma(self, generator): Gamma(alpha, 1) samples by the CPU's algorithm
 // (at::native sample_gamma): alpha < 1 is boosted to alpha + 1 with a U^(1/alpha) factor, then
-// Marsaglia-Tsang acceptance-rejection; each element loops until it accepts, drawing fresh
-// normals and uniforms each round from a ThreeFry state the loop carries (so rounds never reuse
-// bits, and no other op's stream is touched). The result is at least the dtype's smallest
-// normal, as on the CPU. An element that has not accepted after 256 rounds (an acceptance rate
-// above 95% makes that about 1e-300 for valid alpha; alpha < -2/3 never accepts, and the CPU
-// loops forever there) comes out NaN.
+// Marsaglia-Tsang acceptance-rejection; each element loops until it accepts (run_sampler). The
+// result is at least the dtype's smallest normal, as on the CPU. An element that has not
+// accepted after 256 rounds (an acceptance rate above 95% makes that about 1e-300 for valid
+// alpha; alpha < -2/3 never accepts, and the CPU loops forever there) comes out NaN.
 // Gamma(alpha, 1) draws for a flat alpha of dtype `ct` (f32 or f64), unfloored; alpha 0 gives 0.
 Value gamma_draws(LoweringContext& ctx, Value alpha) {
   FunctionBuilder& b = ctx.b;
@@ -423,10 +491,7 @@ Value gamma_draws(LoweringContext& ctx, Value alpha) {
   const int64_t n = alpha.type.numel();
   TensorType row(ct, {n});
   auto c = [&](double v) { return b.constant(v, row); };
-  // A fresh (key, counter) from the op's (seed, offset), as random_bits_from_state does.
-  Value state = generator_state(ctx);
-  state = shlo::rng_bit_generator(b, state, state.type).second;
-  auto [state1, boost_bits] = shlo::rng_bit_generator(b, state, TensorType(bt, {n}));
+  auto [state, boost_bits] = shlo::rng_bit_generator(b, sampler_state(ctx), TensorType(bt, {n}));
   Value small = b.compare(alpha, c(1.0), CompareDirection::kLT);
   Value boost =
       b.binary("stablehlo.power", b.sub(c(1.0), uniform_from_bits(b, boost_bits, ct, d_bits)),
@@ -435,28 +500,15 @@ Value gamma_draws(LoweringContext& ctx, Value alpha) {
   Value a = b.select(small, b.add(alpha, c(1.0)), alpha);
   Value d = b.sub(a, c(1.0 / 3.0));
   Value cc = b.div(c(1.0), b.unary("stablehlo.sqrt", b.mul(c(9.0), d)));
-  TensorType pred(ElementType::kPred, {n});
-  TensorType i64(ElementType::kS64, {});
-  // d, c and the boost factor ride along unchanged: the regions only see what the loop carries.
-  Values init{state1, b.constant(0, pred), c(NAN), b.constant_int(0, i64), d, cc, scale};
-  auto cond = [&](FunctionBuilder& lb, const Values& st) -> Values {
-    Value pending =
-        lb.reduce_simple(lb.unary("stablehlo.not", st[1]),
-                         lb.constant(0, TensorType(ElementType::kPred, {})), {0}, "stablehlo.or");
-    Value more = lb.compare(st[3], lb.constant_int(256, i64), CompareDirection::kLT);
-    return {lb.binary("stablehlo.and", pending, more)};
-  };
-  auto body = [&](FunctionBuilder& lb, const Values& st) -> Values {
+  auto round = [&](FunctionBuilder& lb, const Values& u, const Values&,
+                   const Values& fx) -> SamplerRound {
     auto k = [&](double v) { return lb.constant(v, row); };
-    const Value &dd = st[4], &cv = st[5], &sc = st[6];
-    auto [next, bits] = shlo::rng_bit_generator(lb, st[0], TensorType(bt, {3, n}));
-    Value u = uniform_from_bits(lb, bits, ct, d_bits);
-    auto part = [&](int64_t i) { return lb.reshape(lb.slice(u, {i, 0}, {i + 1, n}, {1, 1}), {n}); };
+    const Value &dd = fx[0], &cv = fx[1], &sc = fx[2];
     // Box-Muller normal, and 1 - U in (0, 1] as the CPU's acceptance uniform.
     Value radius = lb.unary("stablehlo.sqrt",
-                            lb.mul(k(-2.0), lb.unary("stablehlo.log", lb.sub(k(1.0), part(0)))));
-    Value x = lb.mul(radius, lb.unary("stablehlo.cosine", lb.mul(k(2 * M_PI), part(1))));
-    Value uu = lb.sub(k(1.0), part(2));
+                            lb.mul(k(-2.0), lb.unary("stablehlo.log", lb.sub(k(1.0), u[0]))));
+    Value x = lb.mul(radius, lb.unary("stablehlo.cosine", lb.mul(k(2 * M_PI), u[1])));
+    Value uu = lb.sub(k(1.0), u[2]);
     Value y = lb.add(k(1.0), lb.mul(cv, x));
     Value v = lb.mul(lb.mul(y, y), y);
     Value xx = lb.mul(x, x);
@@ -468,18 +520,11 @@ Value gamma_draws(LoweringContext& ctx, Value alpha) {
                             CompareDirection::kLT);
     Value accept = lb.binary("stablehlo.and", lb.compare(y, k(0.0), CompareDirection::kGT),
                              lb.binary("stablehlo.or", quick, slow));
-    Value take = lb.binary("stablehlo.and", accept, lb.unary("stablehlo.not", st[1]));
-    Value sample = lb.mul(lb.mul(sc, dd), v);
-    return {next,
-            lb.binary("stablehlo.or", st[1], take),
-            lb.select(take, sample, st[2]),
-            lb.add(st[3], lb.constant_int(1, i64)),
-            dd,
-            cv,
-            sc};
+    return {accept, lb.mul(lb.mul(sc, dd), v), {}};
   };
-  Values done = b.while_loop(init, cond, body);
-  return b.select(b.compare(alpha, c(0.0), CompareDirection::kEQ), c(0.0), done[2]);
+  Value drawn = run_sampler(b, state, b.constant(0, TensorType(ElementType::kPred, {n})), ct,
+                            /*draws=*/3, /*max_rounds=*/256, {}, {d, cc, scale}, round);
+  return b.select(b.compare(alpha, c(0.0), CompareDirection::kEQ), c(0.0), drawn);
 }
 
 // The smallest normal value of a float dtype (std::numeric_limits<T>::min()).
@@ -568,39 +613,18 @@ std::vector<Value> lower_poisson(LoweringContext& ctx) {
   Value vr = b.sub(c(0.9277), b.div(c(3.6224), b.sub(bb, c(2.0))));
   Value enlam = un(b, "stablehlo.exponential", b.neg(lam));
   Value large = b.compare(lam, c(10.0), CompareDirection::kGE);
-  Value state = generator_state(ctx);
-  state = shlo::rng_bit_generator(b, state, state.type).second;
-  TensorType pred(ElementType::kPred, {n});
-  TensorType i64(ElementType::kS64, {});
   // Not large and lambda == 0 (or anything Knuth ends at once) is decided in the first round.
-  Values init{state,    b.constant(0, pred),
-              c(NAN),   c(1.0),
-              c(0.0),   b.constant_int(0, i64),
-              lam,      loglam,
-              bb,       a,
-              invalpha, vr,
-              enlam,    large};
-  auto cond = [&](FunctionBuilder& lb, const Values& st) -> Values {
-    Value pending =
-        lb.reduce_simple(lb.unary("stablehlo.not", st[1]),
-                         lb.constant(0, TensorType(ElementType::kPred, {})), {0}, "stablehlo.or");
-    Value more = lb.compare(st[5], lb.constant_int(1024, i64), CompareDirection::kLT);
-    return {lb.binary("stablehlo.and", pending, more)};
-  };
-  auto body = [&](FunctionBuilder& lb, const Values& st) -> Values {
+  auto round = [&](FunctionBuilder& lb, const Values& u, const Values& vars,
+                   const Values& fx) -> SamplerRound {
     auto k = [&](double v) { return lb.constant(v, row); };
-    const Value &l = st[6], &ll = st[7], &bv = st[8], &av = st[9], &ia = st[10], &vrv = st[11],
-                &el = st[12], &lg = st[13];
-    auto [next, bits] = shlo::rng_bit_generator(lb, st[0], TensorType(ElementType::kU64, {2, n}));
-    Value u = uniform_from_bits(lb, bits, f64, 53);
-    Value u1 = lb.reshape(lb.slice(u, {0, 0}, {1, n}, {1, 1}), {n});
-    Value u2 = lb.reshape(lb.slice(u, {1, 0}, {2, n}, {1, 1}), {n});
+    const Value &l = fx[0], &ll = fx[1], &bv = fx[2], &av = fx[3], &ia = fx[4], &vrv = fx[5],
+                &el = fx[6], &lg = fx[7];
+    const Value &u1 = u[0], &u2 = u[1];
     // Knuth: prod *= U; X += 1 while prod > e^-lambda.
-    Value prod = lb.mul(st[3], u1);
+    Value prod = lb.mul(vars[0], u1);
     Value goes_on = lb.compare(prod, el, CompareDirection::kGT);
     Value knuth_done = lb.unary("stablehlo.not", goes_on);
-    Value knuth_x = st[4];
-    Value knuth_next = lb.select(goes_on, lb.add(st[4], k(1.0)), st[4]);
+    Value knuth_next = lb.select(goes_on, lb.add(vars[1], k(1.0)), vars[1]);
     // PTRS.
     Value uu = lb.sub(u1, k(0.5));
     Value us = lb.sub(k(0.5), lb.abs(uu));
@@ -620,26 +644,13 @@ std::vector<Value> lower_poisson(LoweringContext& ctx) {
     Value slow = lb.binary("stablehlo.and", lb.unary("stablehlo.not", reject),
                            lb.compare(lhs, rhs, CompareDirection::kLE));
     Value ptrs_done = lb.binary("stablehlo.or", quick, slow);
-    Value finished = lb.select(lg, ptrs_done, knuth_done);
-    Value value = lb.select(lg, kk, knuth_x);
-    Value take = lb.binary("stablehlo.and", finished, lb.unary("stablehlo.not", st[1]));
-    return {next,
-            lb.binary("stablehlo.or", st[1], take),
-            lb.select(take, value, st[2]),
-            prod,
-            knuth_next,
-            lb.add(st[5], lb.constant_int(1, i64)),
-            l,
-            ll,
-            bv,
-            av,
-            ia,
-            vrv,
-            el,
-            lg};
+    return {lb.select(lg, ptrs_done, knuth_done), lb.select(lg, kk, vars[1]), {prod, knuth_next}};
   };
-  Values done = b.while_loop(init, cond, body);
-  return {b.reshape(b.convert(done[2], out.dtype), out.shape)};
+  Value drawn =
+      run_sampler(b, sampler_state(ctx), b.constant(0, TensorType(ElementType::kPred, {n})), f64,
+                  /*draws=*/2, /*max_rounds=*/1024, /*vars=*/{c(1.0), c(0.0)},
+                  {lam, loglam, bb, a, invalpha, vr, enlam, large}, round);
+  return {b.reshape(b.convert(drawn, out.dtype), out.shape)};
 }
 
 // Stirling's series tail of log(k!) as the CPU's stirling_approx_tail: a table for k <= 9.
@@ -689,10 +700,6 @@ std::vector<Value> lower_binomial(LoweringContext& ctx) {
   Value rr = b.div(q, b.sub(c(1.0), q));
   Value alpha = b.mul(b.add(c(2.83), b.div(c(5.1), bb)), stddev);
   Value m = b.unary("stablehlo.floor", b.mul(b.add(count, c(1.0)), q));
-  Value state = generator_state(ctx);
-  state = shlo::rng_bit_generator(b, state, state.type).second;
-  TensorType pred(ElementType::kPred, {n});
-  TensorType i64(ElementType::kS64, {});
   Value zero = b.binary("stablehlo.or", b.compare(count, c(0.0), CompareDirection::kLE),
                         b.compare(prob, c(0.0), CompareDirection::kLE));
   Value full = b.compare(prob, c(1.0), CompareDirection::kGE);
@@ -700,30 +707,17 @@ std::vector<Value> lower_binomial(LoweringContext& ctx) {
   // Elements the special cases decide never enter the loop (their sampler constants are
   // degenerate: q = 0 would never finish).
   Value decided = b.binary("stablehlo.or", zero, b.binary("stablehlo.or", full, nan_p));
-  Values init{state, decided, c(NAN),   c(0.0), c(0.0), b.constant_int(0, i64),
-              count, logq,    use_btrs, bb,     a,      cc,
-              vr,    rr,      alpha,    m};
-  auto cond = [&](FunctionBuilder& lb, const Values& st) -> Values {
-    Value pending =
-        lb.reduce_simple(lb.unary("stablehlo.not", st[1]),
-                         lb.constant(0, TensorType(ElementType::kPred, {})), {0}, "stablehlo.or");
-    Value more = lb.compare(st[5], lb.constant_int(1024, i64), CompareDirection::kLT);
-    return {lb.binary("stablehlo.and", pending, more)};
-  };
-  auto body = [&](FunctionBuilder& lb, const Values& st) -> Values {
+  auto round = [&](FunctionBuilder& lb, const Values& u, const Values& vars,
+                   const Values& fx) -> SamplerRound {
     auto k_ = [&](double v) { return lb.constant(v, row); };
-    const Value &cnt = st[6], &lq = st[7], &bt = st[8], &bv = st[9], &av = st[10], &cv = st[11],
-                &vrv = st[12], &rv = st[13], &al = st[14], &mv = st[15];
-    auto [next, bits] = shlo::rng_bit_generator(lb, st[0], TensorType(ElementType::kU64, {2, n}));
-    Value u = uniform_from_bits(lb, bits, f64, 53);
-    Value u1 = lb.reshape(lb.slice(u, {0, 0}, {1, n}, {1, 1}), {n});
-    Value u2 = lb.reshape(lb.slice(u, {1, 0}, {2, n}, {1, 1}), {n});
+    const Value &cnt = fx[0], &lq = fx[1], &bt = fx[2], &bv = fx[3], &av = fx[4], &cv = fx[5],
+                &vrv = fx[6], &rv = fx[7], &al = fx[8], &mv = fx[9];
+    const Value &u1 = u[0], &u2 = u[1];
     // Inversion: geom_sum += ceil(log U / log(1 - q)); done once it passes count.
     Value geom = lb.unary("stablehlo.ceil", lb.div(lg(lb, u1), lq));
-    Value gsum = lb.add(st[3], geom);
+    Value gsum = lb.add(vars[0], geom);
     Value inv_done = lb.compare(gsum, cnt, CompareDirection::kGT);
-    Value inv_value = st[4];
-    Value inv_next = lb.select(inv_done, st[4], lb.add(st[4], k_(1.0)));
+    Value inv_next = lb.select(inv_done, vars[1], lb.add(vars[1], k_(1.0)));
     // BTRS.
     Value uu = lb.sub(u1, k_(0.5));
     Value us = lb.sub(k_(0.5), lb.abs(uu));
@@ -746,28 +740,12 @@ std::vector<Value> lower_binomial(LoweringContext& ctx) {
     Value btrs_done =
         lb.binary("stablehlo.and", in_range,
                   lb.binary("stablehlo.or", quick, lb.compare(vlog, upper, CompareDirection::kLE)));
-    Value finished = lb.select(bt, btrs_done, inv_done);
-    Value value = lb.select(bt, kk, inv_value);
-    Value take = lb.binary("stablehlo.and", finished, lb.unary("stablehlo.not", st[1]));
-    return {next,
-            lb.binary("stablehlo.or", st[1], take),
-            lb.select(take, value, st[2]),
-            gsum,
-            inv_next,
-            lb.add(st[5], lb.constant_int(1, i64)),
-            cnt,
-            lq,
-            bt,
-            bv,
-            av,
-            cv,
-            vrv,
-            rv,
-            al,
-            mv};
+    return {lb.select(bt, btrs_done, inv_done), lb.select(bt, kk, vars[1]), {gsum, inv_next}};
   };
-  Values done = b.while_loop(init, cond, body);
-  Value k = b.select(flip, b.sub(count, done[2]), done[2]);
+  Value drawn = run_sampler(b, sampler_state(ctx), decided, f64, /*draws=*/2, /*max_rounds=*/1024,
+                            /*vars=*/{c(0.0), c(0.0)},
+                            {count, logq, use_btrs, bb, a, cc, vr, rr, alpha, m}, round);
+  Value k = b.select(flip, b.sub(count, drawn), drawn);
   // In the CPU's order: count <= 0 or prob <= 0 first, then prob >= 1, then a NaN prob.
   k = b.select(nan_p, c(NAN), k);
   k = b.select(full, count, k);

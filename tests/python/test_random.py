@@ -353,22 +353,29 @@ def _ks(a, b):
     return (fa - fb).abs().max().item()
 
 
+def _sample_like_cpu(op, *args):
+    """op(*args) on tpu and on the CPU, each from a generator seeded 0; the tpu sample is checked
+    to have the CPU's dtype and to come again from the same seed. 20000 draws a side keep the KS
+    distance of two samples of one distribution under 1.95 * sqrt(2 / n) = 0.0195 with
+    probability 0.999 (callers assert that)."""
+    g = torch.Generator(device="tpu").manual_seed(0)
+    on_tpu = [a.to("tpu") for a in args]
+    got = op(*on_tpu, generator=g).cpu()
+    want = op(*args, generator=torch.Generator().manual_seed(0))
+    assert got.dtype == want.dtype and got.shape == want.shape
+    g.manual_seed(0)
+    assert torch.equal(op(*on_tpu, generator=g).cpu(), got)
+    return got, want
+
+
 @pytest.mark.usefixtures("no_cpu_fallback")
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("alpha", [0.05, 0.5, 1.0, 2.5, 10.0, 300.0])
 def test_standard_gamma_matches_cpu_distribution(alpha, dtype):
-    # 20000 draws a side: the KS distance of two samples of one distribution stays under
-    # 1.95 * sqrt(2 / n) = 0.0195 with probability 0.999.
-    n = 20000
-    a = torch.full((n,), alpha, dtype=dtype)
-    g = torch.Generator(device="tpu").manual_seed(0)
-    got = torch._standard_gamma(a.to("tpu"), generator=g).cpu()
-    want = torch._standard_gamma(a, generator=torch.Generator().manual_seed(0))
-    assert got.dtype == dtype and not got.isnan().any()
+    got, want = _sample_like_cpu(torch._standard_gamma, torch.full((20000,), alpha, dtype=dtype))
+    assert not got.isnan().any()
     assert _ks(got, want) < 0.0195, _ks(got, want)
     assert got.min() >= torch.finfo(dtype).tiny  # the CPU's floor
-    g.manual_seed(0)
-    assert torch.equal(torch._standard_gamma(a.to("tpu"), generator=g).cpu(), got)
 
 
 @pytest.mark.usefixtures("no_cpu_fallback")
@@ -387,14 +394,11 @@ def test_standard_gamma_zero_alpha_and_mixed_shapes():
 @pytest.mark.usefixtures("no_cpu_fallback")
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_sample_dirichlet_matches_cpu_distribution(dtype):
-    # Each coordinate's marginal (a Beta) against the CPU's, 20000 draws a side (KS as above);
-    # rows sum to 1 and stay inside [smallest normal, largest value below 1], as on the CPU.
+    # Each coordinate's marginal (a Beta) against the CPU's (KS as above); rows sum to 1 and
+    # stay inside [smallest normal, largest value below 1], as on the CPU.
     n = 20000
     alpha = torch.tensor([0.3, 1.0, 4.0], dtype=dtype).expand(n, 3).contiguous()
-    g = torch.Generator(device="tpu").manual_seed(0)
-    got = torch._sample_dirichlet(alpha.to("tpu"), generator=g).cpu()
-    want = torch._sample_dirichlet(alpha, generator=torch.Generator().manual_seed(0))
-    assert got.dtype == dtype and got.shape == want.shape
+    got, want = _sample_like_cpu(torch._sample_dirichlet, alpha)
     for k in range(3):
         assert _ks(got[:, k], want[:, k]) < 0.0195, (k, _ks(got[:, k], want[:, k]))
     torch.testing.assert_close(got.double().sum(-1), torch.ones(n, dtype=torch.float64))
@@ -411,16 +415,10 @@ def test_sample_dirichlet_matches_cpu_distribution(dtype):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("rate", [0.0, 0.3, 3.0, 9.9, 10.0, 50.0, 1000.0])
 def test_poisson_matches_cpu_distribution(rate, dtype):
-    # Knuth's method below 10, PTRS from 10 on, as on the CPU; KS as above, 20000 draws a side.
-    n = 20000
-    lam = torch.full((n,), rate, dtype=dtype)
-    g = torch.Generator(device="tpu").manual_seed(0)
-    got = torch.poisson(lam.to("tpu"), generator=g).cpu()
-    want = torch.poisson(lam, generator=torch.Generator().manual_seed(0))
-    assert got.dtype == dtype and torch.equal(got, got.round()) and (got >= 0).all()
+    # Knuth's method below 10, PTRS from 10 on, as on the CPU.
+    got, want = _sample_like_cpu(torch.poisson, torch.full((20000,), rate, dtype=dtype))
+    assert torch.equal(got, got.round()) and (got >= 0).all()
     assert _ks(got, want) < 0.0195, _ks(got, want)
-    g.manual_seed(0)
-    assert torch.equal(torch.poisson(lam.to("tpu"), generator=g).cpu(), got)
 
 
 @pytest.mark.parametrize("bad", [-1.0, float("nan")])
@@ -438,16 +436,10 @@ def test_poisson_bad_rate_raises_like_cpu(bad):
                                          (100, 0.9), (1000, 0.5), (20, 0.99), (1e6, 1e-6)])
 def test_binomial_matches_cpu_distribution(count, prob, dtype):
     # Inversion below count * q = 10, BTRS above, flipped for prob > 0.5, as on the CPU.
-    n = 20000
-    c, p = torch.full((n,), float(count), dtype=dtype), torch.full((n,), prob, dtype=dtype)
-    g = torch.Generator(device="tpu").manual_seed(0)
-    got = torch.binomial(c.to("tpu"), p.to("tpu"), generator=g).cpu()
-    want = torch.binomial(c, p, generator=torch.Generator().manual_seed(0))
-    assert got.dtype == dtype and torch.equal(got, got.round())
-    assert (got >= 0).all() and (got <= count).all()
+    c, p = torch.full((20000,), float(count), dtype=dtype), torch.full((20000,), prob, dtype=dtype)
+    got, want = _sample_like_cpu(torch.binomial, c, p)
+    assert torch.equal(got, got.round()) and (got >= 0).all() and (got <= count).all()
     assert _ks(got, want) < 0.0195, _ks(got, want)
-    g.manual_seed(0)
-    assert torch.equal(torch.binomial(c.to("tpu"), p.to("tpu"), generator=g).cpu(), got)
 
 
 @pytest.mark.usefixtures("no_cpu_fallback")
@@ -457,3 +449,71 @@ def test_binomial_special_cases_match_cpu():
     prob = torch.tensor([0.5, 0.5, 0.0, 1.5, float("nan"), float("nan"), 1.0])
     got = torch.binomial(count.to("tpu"), prob.to("tpu")).cpu()
     torch.testing.assert_close(got, torch.binomial(count, prob), equal_nan=True)
+
+
+# ---- Values are runtime arguments (DESIGN: structure at compile time, values at run time): new
+# rates, counts, alphas, seeds and generator states of the same shapes never recompile ----
+
+def _cpu_full(shape, values, dtype=torch.float32):
+    return [torch.full(shape, v, dtype=dtype) for v in values]
+
+
+# name -> (tpu inputs of calls 1, 2, 3 (made on the CPU, so no factory compiles between calls),
+# the sampler). Values cross each sampler's algorithm switches: Knuth/PTRS at rate 10,
+# inversion/BTRS at count * q = 10, the gamma boost below alpha 1.
+SAMPLERS = {
+    "randperm": ([()] * 3, lambda g: torch.randperm(50, device="tpu", generator=g)),
+    "poisson": ([(r,) for r in _cpu_full((64,), [0.5, 12.0, 300.0])],
+                lambda g, r: torch.poisson(r, generator=g)),
+    "binomial": (list(zip(_cpu_full((64,), [5.0, 100.0, 1e4]),
+                          _cpu_full((64,), [0.1, 0.3, 0.95]))),
+                 lambda g, c, p: torch.binomial(c, p, generator=g)),
+    "standard_gamma": ([(a,) for a in _cpu_full((64,), [0.3, 2.5, 50.0])],
+                       lambda g, a: torch._standard_gamma(a, generator=g)),
+    "standard_gamma_f64": ([(a,) for a in _cpu_full((64,), [0.3, 2.5, 50.0], torch.float64)],
+                           lambda g, a: torch._standard_gamma(a, generator=g)),
+    "sample_dirichlet": ([(a,) for a in _cpu_full((8, 4), [0.3, 2.5, 50.0])],
+                         lambda g, a: torch._sample_dirichlet(a, generator=g)),
+}
+
+
+def _compile_counters():
+    m = torchtpu.metrics()
+    return m["programs_compiled"], m["cache_misses"]
+
+
+@pytest.mark.usefixtures("no_cpu_fallback")
+@pytest.mark.parametrize("name", list(SAMPLERS))
+def test_new_values_and_seeds_never_recompile(name):
+    inputs, sample = SAMPLERS[name]
+    inputs = [[t.to("tpu") for t in args] for args in inputs]
+    g = torch.Generator(device="tpu").manual_seed(0)
+    first = sample(g, *inputs[0]).cpu()  # may compile (or load) its program
+    after_first = _compile_counters()
+    # New values, a reseeded generator, an advanced one, and the default generator.
+    again = sample(g.manual_seed(1), *inputs[1]).cpu()
+    sample(g, *inputs[2]).cpu()
+    torch.tpu.manual_seed(5)
+    sample(None, *inputs[1]).cpu()
+    assert _compile_counters() == after_first
+    if name == "randperm":  # same n, new seed: a new permutation from the same program
+        assert not torch.equal(first, again)
+
+
+@pytest.mark.usefixtures("no_cpu_fallback")
+def test_compiled_samplers_never_recompile_for_new_values(fresh_dynamo):
+    fn = torch.compile(lambda r, p, a: (torch.poisson(r) + torch.binomial(r, p),
+                                        torch._standard_gamma(a), torch._sample_dirichlet(a)),
+                       backend="tpu")
+    calls = [(r.to("tpu"), p.to("tpu"), a.to("tpu")) for r, p, a in zip(
+        _cpu_full((64,), [1.0, 12.0, 300.0]), _cpu_full((64,), [0.1, 0.5, 0.9]),
+        _cpu_full((64,), [0.3, 2.5, 50.0]))]
+    got = [tuple(t.cpu() for t in fn(*calls[0]))]
+    after_first = _compile_counters()
+    for i, args in enumerate(calls[1:]):
+        torch.tpu.manual_seed(i)
+        got.append(tuple(t.cpu() for t in fn(*args)))
+    assert _compile_counters() == after_first
+    # The new values reached the samplers: the means follow the rates and alphas.
+    assert got[0][0].mean() < got[1][0].mean() < got[2][0].mean()
+    assert got[0][1].mean() < got[1][1].mean() < got[2][1].mean()
