@@ -11,6 +11,7 @@
 #include <string>
 
 #include "lowering/checks.h"
+#include "lowering/complex_pow.h"
 #include "lowering/elementwise_util.h"
 #include "lowering/lowering.h"
 
@@ -29,11 +30,6 @@ ElementType binary_math_type(ElementType t) {
 
 Value ne0(FunctionBuilder& b, Value x) { return cmp(b, x, cst(b, 0, x), CompareDirection::kNE); }
 Value eq0(FunctionBuilder& b, Value x) { return cmp(b, x, cst(b, 0, x), CompareDirection::kEQ); }
-
-Value is_inf(FunctionBuilder& b, Value x) {
-  Value inf = cst(b, std::numeric_limits<double>::infinity(), x);
-  return cmp(b, b.unary("stablehlo.abs", x), inf, CompareDirection::kEQ);
-}
 
 // The dtype the op computes in: the result dtype, widened per opmath.
 ElementType compute_dtype(LoweringContext& ctx) { return binary_math_type(ctx.out_type().dtype); }
@@ -140,24 +136,9 @@ std::vector<Value> lower_div_mode(LoweringContext& ctx) {
   return {finish(ctx, floor_div(ctx.b, x, y))};
 }
 
-// Complex power is XLA's except at a zero base, where XLA gives 0^0 = 1 and NaN for
-// 0^(1 + 1j); CPU's std::pow gives 0 when Re(y) > 0, inf + NaN j when Re(y) < 0, else NaN.
-Value pow_complex(FunctionBuilder& b, Value x, Value y) {
-  Value r = b.binary("stablehlo.power", x, y);
-  Value re_y = real_part(b, y);
-  const double nan = std::numeric_limits<double>::quiet_NaN();
-  auto parts = [&](double re, double im) {
-    return make_complex(b, cst(b, re, re_y), cst(b, im, re_y), x.dtype());
-  };
-  Value at_zero = b.select(
-      cmp(b, re_y, cst(b, 0, re_y), CompareDirection::kGT), cst(b, 0, x),
-      b.select(lt0(b, re_y), parts(std::numeric_limits<double>::infinity(), nan), parts(nan, nan)));
-  return b.select(cmp(b, x, cst(b, 0, x), CompareDirection::kEQ), at_zero, r);
-}
-
 // Float power is XLA's; integers need PyTorch's negative-exponent rule.
 Value pow_any(FunctionBuilder& b, Value x, Value y) {
-  if (shlo::is_complex(x.dtype())) return pow_complex(b, x, y);
+  if (shlo::is_complex(x.dtype())) return complex_pow(b, x, y);
   return is_fp(x.dtype()) ? b.binary("stablehlo.power", x, y) : pow_int(b, x, y);
 }
 
@@ -166,7 +147,7 @@ Value pow_any(FunctionBuilder& b, Value x, Value y) {
 // infinities and zeros differ from exp(y log x) (CPU's (1 + inf j)^2 is -inf + inf j). The
 // exponent is a runtime value, so the special case is selected at run time.
 Value pow_complex_scalar(FunctionBuilder& b, Value x, Value y) {
-  Value r = pow_complex(b, x, y);
+  Value r = complex_pow(b, x, y);
   auto when = [&](double e, Value v) {
     r = b.select(cmp(b, y, cst(b, e, y), CompareDirection::kEQ), v, r);
   };
@@ -209,11 +190,6 @@ Value hypot_fn(FunctionBuilder& b, Value x, Value y) {
   r = b.select(eq0(b, hi), cst(b, 0, x), r);
   return b.select(lor(b, is_inf(b, x), is_inf(b, y)),
                   cst(b, std::numeric_limits<double>::infinity(), x), r);
-}
-
-Value copysign_fn(FunctionBuilder& b, Value x, Value y) {
-  Value mag = b.unary("stablehlo.abs", x);
-  return b.select(signbit(b, y), b.neg(mag), mag);
 }
 
 // at::native xlogy: 0 where x == 0 (even for y == 0), NaN wherever y is NaN.
@@ -357,8 +333,8 @@ TORCHTPU_LOWERING("aten::minimum", binary_fn(min_nan));
 TORCHTPU_LOWERING("aten::fmax", binary_fn(fmax_fn));
 TORCHTPU_LOWERING("aten::fmin", binary_fn(fmin_fn));
 TORCHTPU_LOWERING("aten::hypot", binary_fn(hypot_fn));
-TORCHTPU_LOWERING("aten::copysign.Tensor", binary_fn(copysign_fn));
-TORCHTPU_LOWERING("aten::copysign.Scalar", binary_fn(copysign_fn));
+TORCHTPU_LOWERING("aten::copysign.Tensor", binary_fn(copy_sign));
+TORCHTPU_LOWERING("aten::copysign.Scalar", binary_fn(copy_sign));
 TORCHTPU_LOWERING("aten::xlogy.Tensor", binary_fn(xlogy_fn));
 TORCHTPU_LOWERING("aten::xlogy.Scalar_Self", binary_fn(xlogy_fn));
 TORCHTPU_LOWERING("aten::xlogy.Scalar_Other", binary_fn(xlogy_fn));

@@ -51,6 +51,17 @@ inline Value signbit(FunctionBuilder& b, Value x) {
   return lt0(b, b.bitcast_convert(x, bits));
 }
 
+inline Value is_inf(FunctionBuilder& b, Value x) {
+  Value inf = cst(b, std::numeric_limits<double>::infinity(), x);
+  return cmp(b, b.unary("stablehlo.abs", x), inf, CompareDirection::kEQ);
+}
+
+// std::copysign: |x| with the sign bit of y (NaN's and zero's sign included).
+inline Value copy_sign(FunctionBuilder& b, Value x, Value y) {
+  Value mag = b.unary("stablehlo.abs", x);
+  return b.select(signbit(b, y), b.neg(mag), mag);
+}
+
 // ---- complex values: StableHLO has complex arithmetic, but predicates and conjugation work
 // on the two float parts.
 inline Value real_part(FunctionBuilder& b, Value z) { return shlo::real(b, z); }
