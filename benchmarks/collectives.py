@@ -1,9 +1,10 @@
 """Bus bandwidth of all_reduce / all_gather / reduce_scatter on 2 ranks: the "tpu" backend on
 tpu tensors vs torch's gloo backend on CPU tensors (the baseline, measured in the same
-processes), 4 KiB..64 MiB, plus what the host staging alone costs (device->host + host->device
-copies of the same bytes). One JSON object per line, printed by rank 0.
+processes, calls interleaved), 4 KiB..64 MiB, plus where the tpu calls spend their time (the
+backend's staging counters: device->host copies, waiting for gloo, copies back). One JSON object
+per line, printed by rank 0.
 
-    .venv/bin/python benchmarks/collectives.py [--max-mib 64] [--iters 5]
+    .venv/bin/python benchmarks/collectives.py [--min-kib 4] [--max-mib 64] [--iters 9]
 
 Bus bandwidth follows nccl-tests: all_reduce moves 2(n-1)/n of the buffer per rank, all_gather
 and reduce_scatter (n-1)/n of the full (gathered) buffer. Time is the median of --iters calls,
@@ -24,14 +25,10 @@ import tempfile
 import time
 
 
-def _median_seconds(fn, iters: int) -> float:
-    fn()  # warm-up: connections, program compiles
-    times = []
-    for _ in range(iters):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+def _timed(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
 
 
 def _rank(args) -> None:
@@ -47,41 +44,56 @@ def _rank(args) -> None:
                             world_size=world, timeout=datetime.timedelta(seconds=120))
     gloo = dist.new_group(backend="gloo")
     dev = torch.device("tpu", torch.tpu.current_device())
-    size = 4 * 1024
+    size = args.min_kib * 1024
     while size <= args.max_mib * 1024 * 1024:
         n = size // 4  # float32 elements of the full buffer
-        for op in ("all_reduce", "all_gather", "reduce_scatter"):
-            results = {}
+        for op in args.ops.split(","):
+            runs = {}
             for backend in ("tpu", "gloo"):
                 d = dev if backend == "tpu" else torch.device("cpu")
                 group = None if backend == "tpu" else gloo
                 full = torch.ones(n, device=d)
                 shard = torch.ones(n // world, device=d)
                 if op == "all_reduce":
-                    def run():
+                    def run(full=full, group=group):
                         dist.all_reduce(full, group=group)
                 elif op == "all_gather":
-                    def run():
+                    def run(full=full, shard=shard, group=group):
                         dist.all_gather_into_tensor(full, shard, group=group)
                 else:
-                    def run():
+                    def run(full=full, shard=shard, group=group):
                         dist.reduce_scatter_tensor(shard, full, group=group)
-                dist.barrier()
-                results[backend] = _median_seconds(run, args.iters)
+                run()  # warm-up: connections, program compiles, staging buffers
+                runs[backend] = run
+            # Interleaved (tpu, gloo, gloo, tpu, ...), each call after a CPU barrier, so that a
+            # busy host slows both alike and no call includes waiting for the other rank.
+            times = {"tpu": [], "gloo": []}
+            before = tdist._staging_stats()
+            for i in range(args.iters):
+                for backend in (("tpu", "gloo") if i % 2 == 0 else ("gloo", "tpu")):
+                    dist.barrier(group=gloo)
+                    times[backend].append(_timed(runs[backend]))
+            after = tdist._staging_stats()
+            tpu, gl = statistics.median(times["tpu"]), statistics.median(times["gloo"])
+            calls = max(1, after["collectives"] - before["collectives"])
+
+            def per_call_ms(key):
+                return (after[key] - before[key]) / calls / 1e6
+
             factor = 2 * (world - 1) / world if op == "all_reduce" else (world - 1) / world
             if rank == 0:
-                x = torch.ones(n, device=dev)
-                host = torch.ones(n)
-                d2h = _median_seconds(lambda: x.cpu(), args.iters)
-                h2d = _median_seconds(lambda: (x.copy_(host), torch.tpu.synchronize()),
-                                      args.iters)
                 print(json.dumps({
-                    "op": op, "bytes": size, "ranks": world,
-                    "tpu_ms": results["tpu"] * 1e3, "gloo_cpu_ms": results["gloo"] * 1e3,
-                    "tpu_busbw_gbps": size * factor / results["tpu"] / 1e9,
-                    "gloo_cpu_busbw_gbps": size * factor / results["gloo"] / 1e9,
-                    "tpu_over_gloo": results["tpu"] / results["gloo"],
-                    "staging_d2h_ms": d2h * 1e3, "staging_h2d_ms": h2d * 1e3,
+                    "op": op, "bytes": size, "ranks": world, "iters": args.iters,
+                    "tpu_ms": tpu * 1e3, "gloo_cpu_ms": gl * 1e3,
+                    "tpu_busbw_gbps": size * factor / tpu / 1e9,
+                    "gloo_cpu_busbw_gbps": size * factor / gl / 1e9,
+                    "tpu_over_gloo": tpu / gl,
+                    # Means per tpu call, from the backend's own counters: device->host copies
+                    # (caller), waiting for gloo, copies back (completion thread).
+                    "staging_to_host_ms": per_call_ms("to_host_ns"),
+                    "staging_host_wait_ms": per_call_ms("host_wait_ns"),
+                    "staging_to_device_ms": per_call_ms("to_device_ns"),
+                    "variant": args.variant,
                 }), flush=True)
         size *= 4
     dist.destroy_process_group()
@@ -89,8 +101,11 @@ def _rank(args) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--min-kib", type=int, default=4)
     parser.add_argument("--max-mib", type=int, default=64)
-    parser.add_argument("--iters", type=int, default=5)
+    parser.add_argument("--iters", type=int, default=9)
+    parser.add_argument("--ops", default="all_reduce,all_gather,reduce_scatter")
+    parser.add_argument("--variant", default="", help="a label stored in each line")
     parser.add_argument("--world", type=int, default=2)
     parser.add_argument("--store", default="")
     args = parser.parse_args()
@@ -104,8 +119,10 @@ def main() -> None:
             env = dict(os.environ, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(args.world),
                        TORCHTPU_CPU_DEVICE_COUNT="1", GLOO_SOCKET_IFNAME="lo")
             procs.append(subprocess.Popen(
-                [sys.executable, __file__, "--store", store, "--max-mib", str(args.max_mib),
-                 "--iters", str(args.iters), "--world", str(args.world)], env=env))
+                [sys.executable, __file__, "--store", store, "--min-kib", str(args.min_kib),
+                 "--max-mib", str(args.max_mib), "--iters", str(args.iters),
+                 "--world", str(args.world), "--ops", args.ops, "--variant", args.variant],
+                env=env))
         rc = 0
         try:
             for p in procs:

@@ -161,4 +161,25 @@ TORCHTPU_LOWERING("aten::copy", [](lowering::LoweringContext& ctx) -> std::vecto
 });
 
 }  // namespace
+
+void copy_from_lent_host(const at::Tensor& self, const at::Tensor& host) {
+  if (!self.is_privateuseone() || self.is_conj() || self.is_neg() || !host.device().is_cpu() ||
+      !host.is_contiguous() || host.is_conj() || host.is_neg() || host.sizes() != self.sizes() ||
+      host.scalar_type() != self.scalar_type()) {
+    at::Tensor s = self;
+    copy_(s, host, false);
+    return;
+  }
+  if (self.numel() == 0) return;
+  at::assert_no_internal_overlap(self);
+  int dev = self.device().index();
+  device::BufferPtr buf = upload_lent(host, dev);
+  if (covers_storage(self)) {
+    device::handle_of(self)->set_buffer(std::move(buf), self.sizes().vec(),
+                                        lowering::to_element_type(self.scalar_type()));
+  } else {
+    device_copy(self, wrap_buffer(std::move(buf), self.sizes(), self.scalar_type(), dev), false);
+  }
+}
+
 }  // namespace torchtpu::aten

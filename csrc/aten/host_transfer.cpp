@@ -84,6 +84,38 @@ device::BufferPtr upload(const void* data, const std::vector<int64_t>& dims,
   }
 }
 
+device::BufferPtr upload_lent(const at::Tensor& host, int device) {
+  TORCH_CHECK(host.device().is_cpu() && host.is_contiguous() && !host.is_conj() && !host.is_neg(),
+              "upload_lent: expects a contiguous CPU tensor");
+  runtime::Runtime& rt = runtime::get();
+  shlo::ElementType dtype = lowering::to_element_type(host.scalar_type());
+  auto nbytes = static_cast<int64_t>(host.nbytes());
+  runtime::trace::Scope traced(runtime::trace::Kind::kH2D, "tpu::copy_h2d", device, nbytes);
+  // Zero copy where the plugin supports it (XLA:CPU); the others transfer asynchronously.
+  // Mutable: programs may donate the buffer and write into the memory, which is theirs now.
+  auto semantics = rt.platform() == "cpu" ? pjrt::HostSemantics::kMutableZeroCopy
+                                          : pjrt::HostSemantics::kImmutableUntilTransferCompletes;
+  std::unique_ptr<pjrt::Event> done;
+  std::unique_ptr<pjrt::Buffer> buf;
+  try {
+    buf = rt.client().buffer_from_host(host.data_ptr(), pjrt_type(dtype), host.sizes().vec(),
+                                       rt.device(device), semantics, &done);
+  } catch (const pjrt::Error& e) {
+    rethrow(e, "copying to the device");
+  }
+  runtime::metrics().h2d_transfers++;
+  runtime::metrics().h2d_bytes += nbytes;
+  // The callback's copy of `host` keeps the memory alive until the plugin is done with it (for
+  // a zero-copy buffer: until the buffer is freed, possibly long after this backend is gone).
+  try {
+    done->on_ready([host](const std::string&) {});
+  } catch (const pjrt::Error&) {
+    // A plugin that cannot call back: never free the memory it may still read.
+    new at::Tensor(host);  // NOLINT: deliberately leaked
+  }
+  return device::BufferPtr(std::move(buf));
+}
+
 device::BufferPtr contiguous_buffer(const at::Tensor& t) {
   device::BufferPtr buf;
   std::vector<int64_t> dims;

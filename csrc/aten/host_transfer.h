@@ -13,6 +13,13 @@ namespace torchtpu::aten {
 // Copies `data` (dense row-major) into a new device buffer during the call.
 device::BufferPtr upload(const void* data, const std::vector<int64_t>& dims,
                          shlo::ElementType dtype, int device);
+// Like upload, for a contiguous CPU tensor the caller hands over: the device buffer may alias
+// `host`'s memory (XLA:CPU: no copy and no fresh allocation, whose page faults cost more than the
+// copy) or be filled after the call; `host` is kept alive until the plugin is done with it. The
+// caller must not write into `host` afterwards.
+device::BufferPtr upload_lent(const at::Tensor& host, int device);
+// self.copy_(host) through upload_lent (host: contiguous, self's sizes and dtype).
+void copy_from_lent_host(const at::Tensor& self, const at::Tensor& host);
 // A device buffer holding `t`'s elements in row-major order with dims == t.sizes(), without a
 // program when the storage already is exactly that.
 device::BufferPtr contiguous_buffer(const at::Tensor& t);

@@ -4,7 +4,20 @@
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <c10/core/DeviceGuard.h>
 
+#include <chrono>
+
+#include "aten/host_transfer.h"
+
 namespace torchtpu::distributed {
+namespace {
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
 
 StagedWork::StagedWork(int rank, c10d::OpType type, std::vector<at::Tensor> result)
     : c10d::Work(rank, type),
@@ -95,7 +108,9 @@ void CompletionQueue::run() {
     PendingCollective& p = item.first;
     std::exception_ptr error;
     try {
+      int64_t t0 = now_ns();
       for (auto& w : p.host_work) w->wait();
+      int64_t t1 = now_ns();
       if (p.host_epilogue) p.host_epilogue();
       // Like NCCL or gloo writing into the output's memory, the copy back is the collective's
       // own write, not an autograd-visible mutation: it must leave the version counters alone.
@@ -103,8 +118,12 @@ void CompletionQueue::run() {
       // parallelism) and raises "has been mutated" when the version moved.
       at::AutoDispatchBelowADInplaceOrView below_version_bump;
       for (size_t i = 0; i < p.device_outputs.size(); ++i) {
-        p.device_outputs[i].copy_(p.host_outputs[i]);
+        // The host copy is not used again: the device tensor may take its memory (XLA:CPU).
+        aten::copy_from_lent_host(p.device_outputs[i], p.host_outputs[i]);
+        stats_->to_device_bytes += static_cast<int64_t>(p.host_outputs[i].nbytes());
       }
+      stats_->host_wait_ns += t1 - t0;
+      stats_->to_device_ns += now_ns() - t1;
     } catch (...) {
       error = std::current_exception();
     }

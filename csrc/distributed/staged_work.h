@@ -11,6 +11,7 @@
 
 #include <ATen/core/ivalue.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -20,6 +21,17 @@
 #include <vector>
 
 namespace torchtpu::distributed {
+
+// Where a backend's staged collectives spend their time (summed over calls, nanoseconds), so a
+// benchmark can say what the staging costs beside the host transport.
+struct StagingStats {
+  std::atomic<int64_t> collectives{0};
+  std::atomic<int64_t> to_host_ns{0};  // caller: device->host copies (incl. waiting for inputs)
+  std::atomic<int64_t> to_host_bytes{0};
+  std::atomic<int64_t> host_wait_ns{0};  // completion thread: waiting for the host transport
+  std::atomic<int64_t> to_device_ns{0};  // completion thread: epilogue + host->device copies
+  std::atomic<int64_t> to_device_bytes{0};
+};
 
 // What remains of a collective after its host part was started.
 struct PendingCollective {
@@ -60,7 +72,7 @@ class StagedWork final : public c10d::Work {
 
 class CompletionQueue {
  public:
-  CompletionQueue() = default;
+  explicit CompletionQueue(StagingStats* stats) : stats_(stats) {}
   CompletionQueue(const CompletionQueue&) = delete;
   CompletionQueue& operator=(const CompletionQueue&) = delete;
   ~CompletionQueue();
@@ -79,6 +91,7 @@ class CompletionQueue {
   size_t in_progress_ = 0;
   bool stopping_ = false;
   std::thread thread_;
+  StagingStats* stats_;
 };
 
 }  // namespace torchtpu::distributed

@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include <chrono>
+
 #include "aten/host_transfer.h"
 
 namespace torchtpu::distributed {
@@ -52,11 +54,16 @@ bool on_host(const char* op, const std::vector<at::Tensor>& a,
 // The host side of one collective: host copies of its tpu tensors and what to copy back.
 class TpuBackend::Staging {
  public:
-  explicit Staging(HostBufferPool& pool) : pool_(pool) {}
+  Staging(HostBufferPool& pool, StagingStats& stats) : pool_(pool), stats_(stats) {}
   // A host copy of `t`'s values; waits for the device work that produced `t`.
   at::Tensor input(const at::Tensor& t) {
+    auto start = std::chrono::steady_clock::now();
     at::Tensor h = pool_.empty(t.sizes(), t.scalar_type());
     aten::to_cpu_into(t, h);
+    stats_.to_host_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(
+                             std::chrono::steady_clock::now() - start)
+                             .count();
+    stats_.to_host_bytes += static_cast<int64_t>(h.nbytes());
     return h;
   }
   // An uninitialized host tensor shaped like `t`, copied into `t` when the host work is done.
@@ -109,6 +116,7 @@ class TpuBackend::Staging {
 
  private:
   HostBufferPool& pool_;
+  StagingStats& stats_;
   void copy_back(const at::Tensor& device, const at::Tensor& host) {
     pending.device_outputs.push_back(device);
     pending.host_outputs.push_back(host);
@@ -139,6 +147,7 @@ void TpuBackend::shutdown() {
 c10::intrusive_ptr<c10d::Work> TpuBackend::launch(Staging& staging, c10d::OpType type,
                                                   std::vector<at::Tensor> result) {
   staging.pending.result = result;
+  stats_.collectives++;
   auto work = c10::make_intrusive<StagedWork>(getRank(), type, std::move(result));
   completions_.finish(std::move(staging.pending), work);
   return track(work);
@@ -181,7 +190,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::endCoalescing() {
 c10::intrusive_ptr<c10d::Work> TpuBackend::broadcast(std::vector<at::Tensor>& tensors,
                                                      const c10d::BroadcastOptions& opts) {
   if (on_host("broadcast", {&tensors})) return track(host_->broadcast(tensors, opts));
-  Staging s(host_pool_);
+  Staging s(host_pool_, stats_);
   // The root only sends: nothing to copy back; the others only receive.
   auto host = opts.rootRank == getRank() ? s.inputs(tensors) : s.outputs(tensors);
   s.pending.host_work.push_back(host_->broadcast(host, opts));
@@ -191,7 +200,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::broadcast(std::vector<at::Tensor>& te
 c10::intrusive_ptr<c10d::Work> TpuBackend::allreduce(std::vector<at::Tensor>& tensors,
                                                      const c10d::AllreduceOptions& opts) {
   if (on_host("allreduce", {&tensors})) return track(host_->allreduce(tensors, opts));
-  Staging s(host_pool_);
+  Staging s(host_pool_, stats_);
   auto host = s.inouts(tensors);
   c10d::AllreduceOptions host_opts = opts;
   host_opts.reduceOp = s.reduce_op(opts.reduceOp, host, host, getSize());
@@ -204,7 +213,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::allreduce_coalesced(
   if (on_host("allreduce_coalesced", {&tensors})) {
     return track(host_->allreduce_coalesced(tensors, opts));
   }
-  Staging s(host_pool_);
+  Staging s(host_pool_, stats_);
   auto host = s.inouts(tensors);
   c10d::AllreduceCoalescedOptions host_opts = opts;
   host_opts.reduceOp = s.reduce_op(opts.reduceOp, host, host, getSize());
@@ -215,7 +224,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::allreduce_coalesced(
 c10::intrusive_ptr<c10d::Work> TpuBackend::reduce(std::vector<at::Tensor>& tensors,
                                                   const c10d::ReduceOptions& opts) {
   if (on_host("reduce", {&tensors})) return track(host_->reduce(tensors, opts));
-  Staging s(host_pool_);
+  Staging s(host_pool_, stats_);
   // Only the root's tensor receives the result; the others' stay as they were.
   bool root = opts.rootRank == getRank();
   auto host = root ? s.inouts(tensors) : s.inputs(tensors);
@@ -230,7 +239,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::allgather(std::vector<std::vector<at:
                                                      std::vector<at::Tensor>& inputs,
                                                      const c10d::AllgatherOptions& opts) {
   if (on_host("allgather", inputs, outputs)) return track(host_->allgather(outputs, inputs, opts));
-  Staging s(host_pool_);
+  Staging s(host_pool_, stats_);
   auto host_in = s.inputs(inputs);
   std::vector<std::vector<at::Tensor>> host_out;
   for (const auto& o : outputs) host_out.push_back(s.outputs(o));
@@ -250,7 +259,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::_allgather_base(at::Tensor& output, a
               "all_gather_into_tensor on the tpu backend: the output has ", output.numel(),
               " elements, expected the input's ", input.numel(), " times the group size ",
               getSize());
-  Staging s(host_pool_);
+  Staging s(host_pool_, stats_);
   at::Tensor host_in = s.input(input);
   at::Tensor host_out = s.output(output);
   s.pending.host_work.push_back(host_->_allgather_base(host_out, host_in, opts));
@@ -263,7 +272,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::allgather_coalesced(
   if (on_host("allgather_coalesced", inputs, outputs)) {
     return track(host_->allgather_coalesced(outputs, inputs, opts));
   }
-  Staging s(host_pool_);
+  Staging s(host_pool_, stats_);
   auto host_in = s.inputs(inputs);
   std::vector<std::vector<at::Tensor>> host_out;
   for (const auto& o : outputs) host_out.push_back(s.outputs(o));
@@ -279,7 +288,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::allgather_into_tensor_coalesced(
   if (on_host("allgather_into_tensor_coalesced", {&inputs, &outputs})) {
     return track(host_->allgather_into_tensor_coalesced(outputs, inputs, opts));
   }
-  Staging s(host_pool_);
+  Staging s(host_pool_, stats_);
   auto host_in = s.inputs(inputs);
   auto host_out = s.outputs(outputs);
   s.pending.host_work.push_back(host_->allgather_into_tensor_coalesced(host_out, host_in, opts));
@@ -290,7 +299,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::gather(std::vector<std::vector<at::Te
                                                   std::vector<at::Tensor>& inputs,
                                                   const c10d::GatherOptions& opts) {
   if (on_host("gather", inputs, outputs)) return track(host_->gather(outputs, inputs, opts));
-  Staging s(host_pool_);
+  Staging s(host_pool_, stats_);
   auto host_in = s.inputs(inputs);
   std::vector<std::vector<at::Tensor>> host_out;
   for (const auto& o : outputs) host_out.push_back(s.outputs(o));
@@ -304,7 +313,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::scatter(std::vector<at::Tensor>& outp
                                                    std::vector<std::vector<at::Tensor>>& inputs,
                                                    const c10d::ScatterOptions& opts) {
   if (on_host("scatter", outputs, inputs)) return track(host_->scatter(outputs, inputs, opts));
-  Staging s(host_pool_);
+  Staging s(host_pool_, stats_);
   auto host_out = s.outputs(outputs);
   std::vector<std::vector<at::Tensor>> host_in;
   for (const auto& i : inputs) host_in.push_back(s.inputs(i));
@@ -318,7 +327,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::reduce_scatter(
   if (on_host("reduce_scatter", outputs, inputs)) {
     return track(host_->reduce_scatter(outputs, inputs, opts));
   }
-  Staging s(host_pool_);
+  Staging s(host_pool_, stats_);
   auto host_out = s.outputs(outputs);
   std::vector<std::vector<at::Tensor>> host_in;
   std::vector<at::Tensor> all_in;
@@ -342,7 +351,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::_reduce_scatter_base(
               "reduce_scatter_tensor on the tpu backend: the input has ", input.numel(),
               " elements, expected the output's ", output.numel(), " times the group size ",
               getSize());
-  Staging s(host_pool_);
+  Staging s(host_pool_, stats_);
   at::Tensor host_in = s.input(input);
   at::Tensor host_out = s.output(output);
   c10d::ReduceScatterOptions host_opts = opts;
@@ -357,7 +366,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::reduce_scatter_tensor_coalesced(
   if (on_host("reduce_scatter_tensor_coalesced", {&inputs, &outputs})) {
     return track(host_->reduce_scatter_tensor_coalesced(outputs, inputs, opts));
   }
-  Staging s(host_pool_);
+  Staging s(host_pool_, stats_);
   auto host_in = s.inputs(inputs);
   auto host_out = s.outputs(outputs);
   c10d::ReduceScatterOptions host_opts = opts;
@@ -375,7 +384,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::alltoall_base(at::Tensor& output, at:
   if (on_host("all_to_all_single", {&in, &out})) {
     return track(host_->alltoall_base(output, input, output_split_sizes, input_split_sizes, opts));
   }
-  Staging s(host_pool_);
+  Staging s(host_pool_, stats_);
   at::Tensor host_in = s.input(input);
   at::Tensor host_out = s.output(output);
   s.pending.host_work.push_back(
@@ -388,7 +397,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::alltoall(std::vector<at::Tensor>& out
                                                     const c10d::AllToAllOptions& opts) {
   if (on_host("all_to_all", {&inputs, &outputs}))
     return track(host_->alltoall(outputs, inputs, opts));
-  Staging s(host_pool_);
+  Staging s(host_pool_, stats_);
   auto host_in = s.inputs(inputs);
   auto host_out = s.outputs(outputs);
   s.pending.host_work.push_back(host_->alltoall(host_out, host_in, opts));
@@ -398,7 +407,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::alltoall(std::vector<at::Tensor>& out
 c10::intrusive_ptr<c10d::Work> TpuBackend::send(std::vector<at::Tensor>& tensors, int dst_rank,
                                                 int tag) {
   if (on_host("send", {&tensors})) return track(host_->send(tensors, dst_rank, tag));
-  Staging s(host_pool_);
+  Staging s(host_pool_, stats_);
   auto host = s.inputs(tensors);
   s.pending.host_work.push_back(host_->send(host, dst_rank, tag));
   return launch(s, c10d::OpType::SEND, tensors);
@@ -407,7 +416,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::send(std::vector<at::Tensor>& tensors
 c10::intrusive_ptr<c10d::Work> TpuBackend::recv(std::vector<at::Tensor>& tensors, int src_rank,
                                                 int tag) {
   if (on_host("recv", {&tensors})) return track(host_->recv(tensors, src_rank, tag));
-  Staging s(host_pool_);
+  Staging s(host_pool_, stats_);
   auto host = s.outputs(tensors);
   s.pending.host_work.push_back(host_->recv(host, src_rank, tag));
   return launch(s, c10d::OpType::RECV, tensors);

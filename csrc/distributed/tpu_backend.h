@@ -26,6 +26,7 @@ class TpuBackend final : public c10d::Backend {
 
   const std::string getBackendName() const override { return "tpu"; }
   c10::intrusive_ptr<c10d::Backend> host_backend() const { return host_; }
+  const StagingStats& staging_stats() const { return stats_; }
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override;
@@ -104,8 +105,9 @@ class TpuBackend final : public c10d::Backend {
   std::vector<c10::intrusive_ptr<c10d::Work>> coalesced_;
   // Staging memory, reused across collectives (1 GiB of free buffers at most).
   HostBufferPool host_pool_{int64_t{1} << 30};
+  StagingStats stats_;
   // Declared last: destroyed first, so its thread finishes before the pool goes.
-  CompletionQueue completions_;
+  CompletionQueue completions_{&stats_};
 };
 
 }  // namespace torchtpu::distributed

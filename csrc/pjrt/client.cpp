@@ -116,16 +116,28 @@ std::unique_ptr<Buffer> Client::buffer_from_host(const void* data, PJRT_Buffer_T
   args.type = type;
   args.dims = dims.data();
   args.num_dims = dims.size();
-  args.host_buffer_semantics = semantics == HostSemantics::kCopyDuringCall
-                                   ? PJRT_HostBufferSemantics_kImmutableOnlyDuringCall
-                                   : PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes;
+  switch (semantics) {
+    case HostSemantics::kCopyDuringCall:
+      args.host_buffer_semantics = PJRT_HostBufferSemantics_kImmutableOnlyDuringCall;
+      break;
+    case HostSemantics::kImmutableUntilTransferCompletes:
+      args.host_buffer_semantics = PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes;
+      break;
+    case HostSemantics::kMutableZeroCopy:
+      // Its event may fire only when the buffer dies, so nobody waiting for it here is an error.
+      if (done_with_host == nullptr) {
+        throw Error("Client::buffer_from_host: kMutableZeroCopy needs done_with_host");
+      }
+      args.host_buffer_semantics = PJRT_HostBufferSemantics_kMutableZeroCopy;
+      break;
+  }
   // With memory left null the plugin places the buffer in the device's default memory.
   args.device = device.raw();
   plugin_->call(&PJRT_Api::PJRT_Client_BufferFromHostBuffer, &args,
                 "PJRT_Client_BufferFromHostBuffer");
   auto buffer = std::make_unique<Buffer>(plugin_, args.buffer);
   auto done = std::make_unique<Event>(plugin_, args.done_with_host_buffer);
-  if (semantics == HostSemantics::kImmutableUntilTransferCompletes) {
+  if (semantics != HostSemantics::kCopyDuringCall) {
     if (done_with_host != nullptr) {
       *done_with_host = std::move(done);
     } else {

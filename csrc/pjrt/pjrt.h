@@ -182,6 +182,10 @@ class Executable {
 enum class HostSemantics {
   kCopyDuringCall,  // PJRT copies the data before returning; the caller may free it at once
   kImmutableUntilTransferCompletes,  // caller keeps data alive until the returned event fires
+  // The buffer may alias data (XLA:CPU: no copy) and programs may write into it; the caller
+  // keeps data alive and unwritten until the returned event fires, which on XLA:CPU is when the
+  // buffer is freed. Other plugins treat it as kImmutableUntilTransferCompletes.
+  kMutableZeroCopy,
 };
 
 class Client {
@@ -201,8 +205,8 @@ class Client {
   // Addressable devices in the plugin's order.
   const std::vector<std::unique_ptr<Device>>& devices() const { return devices_; }
 
-  // dims are row-major dense. For kImmutableUntilTransferCompletes, *done_with_host receives an
-  // event that fires when the host memory may be reused.
+  // dims are row-major dense. For kImmutableUntilTransferCompletes and kMutableZeroCopy,
+  // *done_with_host receives an event that fires when the host memory may be reused.
   std::unique_ptr<Buffer> buffer_from_host(const void* data, PJRT_Buffer_Type type,
                                            const std::vector<int64_t>& dims, const Device& device,
                                            HostSemantics semantics = HostSemantics::kCopyDuringCall,

@@ -302,6 +302,66 @@ def _rank_collectives():
     dist.barrier()
 
 
+def _rank_lent_staging():
+    """Results large enough to use the backend's reused host buffers, which XLA:CPU tensors take
+    over without a copy: no later collective may write into memory a tpu tensor still holds, in
+    place updates (eager and compiled, which donates) must not disturb other tensors, and the
+    results outlive the process group."""
+    import torch.distributed as dist
+
+    rank, world = _init()
+    gloo = dist.new_group(backend="gloo")
+    dev = torch.device("tpu", torch.tpu.current_device())
+    gen = torch.Generator().manual_seed(7 + rank)
+    n = 64 * 1024  # 256 KiB of float32: above the pool's minimum
+    xs = [torch.randn(n, generator=gen) for _ in range(4)]
+    refs = []
+    for x in xs:
+        r = x.clone()
+        dist.all_reduce(r, group=gloo)
+        refs.append(r)
+    ts = []
+    for x in xs:  # same sizes one after another: each must get memory no live tensor holds
+        t = x.to(dev)
+        dist.all_reduce(t)
+        ts.append(t)
+    for i, (t, r) in enumerate(zip(ts, refs)):
+        _close(t, r, f"all_reduce result {i} after later collectives")
+
+    # In-place updates of a result, eager and compiled (a compiled in-place step donates its
+    # input buffer, so XLA writes into the memory the result took over); the others unchanged.
+    ts[0].add_(1)
+    step = torch.compile(lambda a: a.mul_(2), backend="tpu")
+    step(ts[1])
+    dist.all_reduce(ts[0])
+    _close(ts[0], (refs[0] + 1) * world, "all_reduce of an updated result")
+    _close(ts[1], refs[1] * 2, "compiled in-place update of a result")
+    _close(ts[2], refs[2], "untouched result")
+
+    # AVG (divides the host copy before the copy back), all_gather into a view of a larger
+    # tensor (the copy back runs a program over the taken-over buffer), freed results.
+    t = xs[3].to(dev)
+    dist.all_reduce(t, op=dist.ReduceOp.AVG)
+    _close(t, refs[3] / world, "all_reduce avg")
+    big = torch.zeros(world * n + 5, device=dev)
+    dist.all_gather_into_tensor(big[5:], xs[2].to(dev))
+    ref = torch.empty(world * n)
+    dist.all_gather_into_tensor(ref, xs[2], group=gloo)
+    _close(big, torch.cat([torch.zeros(5), ref]), "all_gather into a view")
+    del ts[3]
+    for i in range(3):
+        t = xs[i].to(dev)
+        dist.all_reduce(t)
+        _close(t, refs[i], f"all_reduce {i} after results were freed")
+
+    # Results outlive the group (the host memory belongs to the tensors, not to the backend).
+    keep = ts[2]
+    dist.destroy_process_group()
+    garbage = [torch.full((n,), 123.0) for _ in range(8)]
+    _close(keep, refs[2], "result after destroy_process_group")
+    del garbage
+
+
 def _rank_errors():
     import torch.distributed as dist
 
@@ -588,6 +648,10 @@ def test_local_device_index(monkeypatch):
 
 def test_every_collective_matches_gloo(start_python, tmp_path):
     _run_ranks(start_python, "collectives", tmp_path)
+
+
+def test_results_keep_the_staging_memory_they_take_over(start_python, tmp_path):
+    _run_ranks(start_python, "lent_staging", tmp_path)
 
 
 def test_ddp_fsdp2_and_tensor_parallel_train_like_one_cpu_process(start_python, tmp_path):

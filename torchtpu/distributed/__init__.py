@@ -46,6 +46,18 @@ def local_device() -> torch.device:
     return torch.device("tpu", local_device_index())
 
 
+def _staging_stats(group=None) -> dict:
+    """Totals of where the tpu backend's staged collectives in ``group`` (default: the world)
+    spent their time so far: device->host copies, waiting for the host transport (gloo), and the
+    copies back (nanoseconds and bytes). For benchmarks; the counters only grow."""
+    import torch.distributed as dist
+
+    from .. import _C
+
+    group = group if group is not None else dist.group.WORLD
+    return dict(_C._tpu_backend_staging_stats(group._get_backend(torch.device("tpu"))))
+
+
 def _create_backend(dist_backend_opts, backend_options):
     """The creator torch.distributed calls for each new group on the "tpu" backend."""
     from torch.distributed import PrefixStore, ProcessGroupGloo
