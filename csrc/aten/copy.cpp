@@ -145,20 +145,23 @@ TORCH_LIBRARY_IMPL(torchtpu, PrivateUse1, m) {
 }
 
 // The views are already gathered when a lowering sees its inputs: both are identities.
-TORCHTPU_LOWERING("torchtpu::contiguous_copy",
-                  [](lowering::LoweringContext& ctx) -> std::vector<lowering::Value> {
-                    return {ctx.tensor(0)};
-                  });
+TORCHTPU_LOWERING(
+    "torchtpu::contiguous_copy",
+    [](lowering::LoweringContext& ctx) -> std::vector<lowering::Value> { return {ctx.tensor(0)}; },
+    lowering::kComplex);
 
-TORCHTPU_LOWERING("aten::copy", [](lowering::LoweringContext& ctx) -> std::vector<lowering::Value> {
-  lowering::Value src = ctx.tensor(1);
-  if (shlo::is_float(src.dtype()) && ctx.out_type().dtype == shlo::ElementType::kU8) {
-    // PyTorch casts floats to uint8 through int64 (c10::static_cast_with_inter_type), so
-    // -3.7 becomes 253; a direct convert would saturate to 0.
-    src = ctx.b.convert(src, shlo::ElementType::kS64);
-  }
-  return {lowering::coerce(ctx.b, src, ctx.out_type())};
-});
+TORCHTPU_LOWERING(
+    "aten::copy",
+    [](lowering::LoweringContext& ctx) -> std::vector<lowering::Value> {
+      lowering::Value src = ctx.tensor(1);
+      if (shlo::is_float(src.dtype()) && ctx.out_type().dtype == shlo::ElementType::kU8) {
+        // PyTorch casts floats to uint8 through int64 (c10::static_cast_with_inter_type), so
+        // -3.7 becomes 253; a direct convert would saturate to 0.
+        src = ctx.b.convert(src, shlo::ElementType::kS64);
+      }
+      return {lowering::coerce(ctx.b, src, ctx.out_type())};
+    },
+    lowering::kComplex);
 
 }  // namespace
 

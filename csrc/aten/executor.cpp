@@ -15,7 +15,6 @@
 #include <sstream>
 #include <stdexcept>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "aten/call_state.h"
 #include "aten/check_outputs.h"
@@ -856,52 +855,6 @@ void resolve_math_bits(const c10::OperatorHandle& op, torch::jit::Stack* stack) 
   }
 }
 
-// Lowerings written for real dtypes may drop an imaginary part silently, so a complex operand
-// (tensor, tensor list, Scalar or dtype=) takes the CPU fallback unless the op's lowering is
-// known to handle complex values (tests/python/test_complex_ops.py checks each against CPU).
-bool complex_capable(const std::string& lowering_name) {
-  static const std::unordered_set<std::string> ok = {
-      // data movement and creation (dtype-agnostic)
-      "aten::copy", "aten::clone", "aten::_to_copy", "torchtpu::contiguous_copy", "aten::fill",
-      "aten::zero", "aten::cat", "aten::stack", "aten::index", "aten::index_select", "aten::gather",
-      "aten::where", "aten::masked_fill", "aten::flip", "aten::roll", "aten::constant_pad_nd",
-      "aten::repeat", "aten::tril", "aten::triu", "aten::index_put", "aten::scatter",
-      "aten::scatter_add", "torchtpu::masked_select_static", "torchtpu::all_equal",
-      "aten::index_add", "aten::index_copy", "aten::index_fill", "aten::masked_scatter",
-      "aten::take", "aten::put",
-      // views and factories as compiled graphs lower them (values there, dtype-agnostic)
-      "aten::view", "aten::_unsafe_view", "aten::reshape", "aten::squeeze", "aten::unsqueeze",
-      "aten::flatten", "aten::alias", "aten::detach", "aten::expand", "aten::permute",
-      "aten::slice", "aten::select", "aten::diagonal", "aten::split_with_sizes",
-      "aten::slice_scatter", "aten::full", "aten::full_like", "aten::scalar_tensor",
-      "aten::view_as_real", "aten::view_as_complex", "aten::_conj", "aten::_neg_view",
-      // complex construction, FFT
-      "aten::_fft_c2c", "aten::_fft_r2c", "aten::_fft_c2r", "aten::complex", "aten::polar",
-      "aten::conj_physical", "aten::_conj_physical", "aten::abs", "aten::angle", "aten::sgn",
-      // arithmetic
-      "aten::add", "aten::sub", "aten::rsub", "aten::mul", "aten::div", "aten::neg",
-      "aten::reciprocal", "aten::pow", "aten::addcmul", "aten::addcdiv", "aten::lerp",
-      // transcendental (complex formulas in XLA / CHLO)
-      "aten::exp", "aten::expm1", "aten::log", "aten::log1p", "aten::log2", "aten::log10",
-      "aten::sqrt", "aten::rsqrt", "aten::sin", "aten::cos", "aten::tan", "aten::sinh",
-      "aten::cosh", "aten::tanh", "aten::asin", "aten::acos", "aten::atan", "aten::asinh",
-      "aten::acosh", "aten::atanh", "aten::sigmoid",
-      // their backward ops (conjugated derivative)
-      "aten::tanh_backward", "aten::sigmoid_backward",
-      // predicates and comparisons
-      "aten::eq", "aten::ne", "aten::isnan", "aten::isinf", "aten::isfinite", "aten::nan_to_num",
-      "aten::logical_and", "aten::logical_or", "aten::logical_xor", "aten::logical_not",
-      "aten::any", "aten::all",
-      // reductions (var/std/norms give real results)
-      "aten::sum", "aten::mean", "aten::prod", "aten::cumsum", "aten::cumprod", "aten::var",
-      "aten::std", "aten::var_mean", "aten::std_mean", "aten::linalg_vector_norm", "aten::norm",
-      "aten::trace",
-      // products
-      "aten::mm", "aten::bmm", "aten::dot", "aten::vdot", "aten::mv", "aten::addmm", "aten::addmv",
-      "aten::baddbmm", "aten::addbmm", "aten::addr", "aten::linalg_cross"};
-  return ok.count(lowering_name.substr(0, lowering_name.find('.'))) > 0;
-}
-
 bool has_complex_operand(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
   const auto& args = op.schema().arguments();
   const size_t start = stack.size() - args.size();
@@ -926,7 +879,9 @@ void tpu_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   resolve_math_bits(op, stack);
   const OpPlan& plan = plan_for(op);
   if (!plan.lowering) return cpu_fallback(op, stack, "no lowering");
-  if (!complex_capable(plan.lowering_name) && has_complex_operand(op, *stack)) {
+  // A complex operand of a lowering not declared kComplex (lowering/lowering.h) would lose its
+  // imaginary part: the CPU runs it.
+  if (!plan.descriptor->complex() && has_complex_operand(op, *stack)) {
     // torchtpu:: helpers (unique_count, ...) have no CPU kernel to fall back to.
     TORCH_CHECK_NOT_IMPLEMENTED(op.schema().name().rfind("torchtpu::", 0) != 0,
                                 "torchtpu: ", op.schema().name(),

@@ -12,9 +12,6 @@ namespace torchtpu::aten {
 // The PrivateUse1 boxed fallback: every op without an explicit tpu kernel arrives here and
 // runs natively when the lowering table has it, else through the counted CPU fallback.
 void tpu_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);
-// True when the lowering of `lowering_name` ("aten::mul.Tensor") is known to handle complex
-// operands; others take the CPU fallback (eager) or decline the graph for complex values.
-bool complex_capable(const std::string& lowering_name);
 
 // Runs an op natively, through its lowering; `op` must have a plan with a lowering.
 void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack);

@@ -93,7 +93,7 @@ bool is_complex_arg(const GraphArg& a, const std::vector<GraphNode>& nodes,
 // `inputs` null: the graph inputs' dtypes are not known yet (not checked).
 void check_complex_support(const GraphNode& node, const std::vector<GraphNode>& nodes,
                            const std::vector<at::Tensor>* inputs) {
-  if (node.name == "aten::copy_" || complex_capable(node.name)) return;
+  if (node.name == "aten::copy_" || node.descriptor->complex()) return;
   bool complex = false;
   for (const auto& t : node.out_types) complex |= shlo::is_complex(t.dtype);
   for (const GraphArg& a : node.args) complex |= is_complex_arg(a, nodes, inputs);
@@ -107,13 +107,15 @@ int GraphExecutable::add_node(const std::string& op, const std::string& overload
                               std::vector<lowering::TensorType> out_types) {
   auto handle = c10::Dispatcher::singleton().findOp({op, overload});
   TORCH_CHECK(handle.has_value(), "torchtpu: unknown operator ", op, ".", overload);
-  GraphNode node{*handle, full_name(handle->schema().operator_name()), nullptr, std::move(args),
-                 std::move(out_types)};
+  GraphNode node{*handle,         full_name(handle->schema().operator_name()),
+                 nullptr,         nullptr,
+                 std::move(args), std::move(out_types)};
   if (node.name != "aten::copy_") {
     node.lowering = lowering::find_lowering(node.name);
     if (!node.lowering) node.lowering = lowering::foreach_lowering(*handle);
     TORCH_CHECK_NOT_IMPLEMENTED(node.lowering != nullptr, "torchtpu: ", node.name,
                                 " has no lowering");
+    node.descriptor = lowering::find_op(node.name);
   }
   check_complex_support(node, nodes_, nullptr);
   nodes_.push_back(std::move(node));

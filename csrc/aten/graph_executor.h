@@ -34,7 +34,8 @@ struct GraphNode {
   c10::OperatorHandle op;
   std::string name;  // "aten::add.Tensor"
   const lowering::LoweringFn* lowering = nullptr;
-  std::vector<GraphArg> args;  // in schema order
+  const lowering::OpDescriptor* descriptor = nullptr;  // its facts; null for copy_
+  std::vector<GraphArg> args;                          // in schema order
   std::vector<lowering::TensorType> out_types;
 };
 

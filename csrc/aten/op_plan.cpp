@@ -97,6 +97,7 @@ void try_functional(OpPlan& plan, const c10::FunctionSchema& schema) {
     }
     if (fn) {
       plan.lowering = fn;
+      plan.descriptor = lowering::find_op(name);
       plan.lowering_name = name;
       plan.lowered_op = handle;
       plan.arg_map = kept;
@@ -111,8 +112,9 @@ OpPlan make_plan(const c10::OperatorHandle& op) {
   plan.called_name = full_name(schema.operator_name());
   plan.called_returns = schema.returns().size();
   // The exact name first: covers functional ops and out=/in-place ops lowered as themselves.
-  if (const auto* fn = lowering::find_eager_lowering(plan.called_name)) {
-    plan.lowering = fn;
+  if (const auto* d = lowering::find_eager_op(plan.called_name)) {
+    plan.lowering = &d->fn;
+    plan.descriptor = d;
     plan.lowering_name = plan.called_name;
     plan.lowered_op = op;
     for (size_t i = 0; i < schema.arguments().size(); ++i) {

@@ -19,6 +19,8 @@ struct OpPlan {
   std::string called_name;                         // "aten::add_.Tensor"
   std::string lowering_name;                       // "aten::add.Tensor"
   const lowering::LoweringFn* lowering = nullptr;  // null: not lowered, use the CPU fallback
+  // The lowered op's descriptor (its facts: complex support, ...); set with `lowering`.
+  const lowering::OpDescriptor* descriptor = nullptr;
   Variant variant = Variant::kFunctional;
   // The lowered op's schema; its arguments are taken from the called op's stack through
   // `arg_map` (functional arg i = called arg arg_map[i]).

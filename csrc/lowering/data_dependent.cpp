@@ -312,12 +312,12 @@ std::vector<Value> lower_all_equal(LoweringContext& ctx) {
 TORCHTPU_LOWERING("aten::count_nonzero.dim_IntList", lower_count_nonzero);
 TORCHTPU_LOWERING("aten::count_nonzero", lower_count_nonzero);
 TORCHTPU_LOWERING("aten::nonzero_static", lower_nonzero_static);
-TORCHTPU_LOWERING("torchtpu::masked_select_static", lower_masked_select_static);
+TORCHTPU_LOWERING("torchtpu::masked_select_static", lower_masked_select_static, kComplex);
 TORCHTPU_LOWERING("torchtpu::unique_count", lower_unique_count);
 TORCHTPU_LOWERING("torchtpu::unique_static", lower_unique_static);
 TORCHTPU_LOWERING("torchtpu::unique_dim_count", lower_unique_dim_count);
 TORCHTPU_LOWERING("torchtpu::unique_dim_static", lower_unique_dim_static);
-TORCHTPU_LOWERING("torchtpu::all_equal", lower_all_equal);
+TORCHTPU_LOWERING("torchtpu::all_equal", lower_all_equal, kComplex);
 
 }  // namespace
 }  // namespace torchtpu::lowering

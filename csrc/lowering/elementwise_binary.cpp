@@ -262,42 +262,46 @@ LoweringFn negative_int_power_checked(LoweringFn fn) {
   };
 }
 
-TORCHTPU_LOWERING("aten::add.Tensor", with_alpha("stablehlo.add", false));
-TORCHTPU_LOWERING("aten::add.Scalar", with_alpha("stablehlo.add", false));
+TORCHTPU_LOWERING("aten::add.Tensor", with_alpha("stablehlo.add", false), kComplex);
+TORCHTPU_LOWERING("aten::add.Scalar", with_alpha("stablehlo.add", false), kComplex);
 TORCHTPU_LOWERING(
     "aten::sub.Tensor",
     reject_bool_operands(
         "Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to "
         "invert a mask, use the `~` or `logical_not()` operator instead.",
-        with_alpha("stablehlo.subtract", false)));
+        with_alpha("stablehlo.subtract", false)),
+    kComplex);
 TORCHTPU_LOWERING(
     "aten::sub.Scalar",
     reject_bool_operands(
         "Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to "
         "invert a mask, use the `~` or `logical_not()` operator instead.",
-        with_alpha("stablehlo.subtract", false)));
+        with_alpha("stablehlo.subtract", false)),
+    kComplex);
 TORCHTPU_LOWERING(
     "aten::rsub.Tensor",
     reject_bool_operands(
         "Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to "
         "invert a mask, use the `~` or `logical_not()` operator instead.",
-        with_alpha("stablehlo.subtract", true)));
+        with_alpha("stablehlo.subtract", true)),
+    kComplex);
 TORCHTPU_LOWERING(
     "aten::rsub.Scalar",
     reject_bool_operands(
         "Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to "
         "invert a mask, use the `~` or `logical_not()` operator instead.",
-        with_alpha("stablehlo.subtract", true)));
-TORCHTPU_LOWERING("aten::mul.Tensor", binary_op("stablehlo.multiply"));
-TORCHTPU_LOWERING("aten::mul.Scalar", binary_op("stablehlo.multiply"));
-TORCHTPU_LOWERING("aten::div.Tensor", binary_op("stablehlo.divide"));
-TORCHTPU_LOWERING("aten::div.Scalar", binary_op("stablehlo.divide"));
+        with_alpha("stablehlo.subtract", true)),
+    kComplex);
+TORCHTPU_LOWERING("aten::mul.Tensor", binary_op("stablehlo.multiply"), kComplex);
+TORCHTPU_LOWERING("aten::mul.Scalar", binary_op("stablehlo.multiply"), kComplex);
+TORCHTPU_LOWERING("aten::div.Tensor", binary_op("stablehlo.divide"), kComplex);
+TORCHTPU_LOWERING("aten::div.Scalar", binary_op("stablehlo.divide"), kComplex);
 TORCHTPU_LOWERING("aten::true_divide.Tensor", binary_op("stablehlo.divide"));
 TORCHTPU_LOWERING("aten::true_divide.Scalar", binary_op("stablehlo.divide"));
 TORCHTPU_LOWERING("aten::div.Tensor_mode",
-                  reject_bool_result("div_trunc", zero_divisor_checked(lower_div_mode)));
+                  reject_bool_result("div_trunc", zero_divisor_checked(lower_div_mode)), kComplex);
 TORCHTPU_LOWERING("aten::div.Scalar_mode",
-                  reject_bool_result("div_trunc", zero_divisor_checked(lower_div_mode)));
+                  reject_bool_result("div_trunc", zero_divisor_checked(lower_div_mode)), kComplex);
 TORCHTPU_LOWERING("aten::floor_divide", zero_divisor_checked(binary_fn(floor_div)));
 TORCHTPU_LOWERING("aten::floor_divide.Scalar", zero_divisor_checked(binary_fn(floor_div)));
 TORCHTPU_LOWERING("aten::remainder.Tensor",
@@ -323,10 +327,11 @@ LoweringFn reject_bool_pow(LoweringFn fn) {
   };
 }
 
-TORCHTPU_LOWERING("aten::pow.Tensor_Tensor", reject_bool_pow(binary_fn(pow_any)));
+TORCHTPU_LOWERING("aten::pow.Tensor_Tensor", reject_bool_pow(binary_fn(pow_any)), kComplex);
 TORCHTPU_LOWERING("aten::pow.Tensor_Scalar",
-                  reject_bool_pow(negative_int_power_checked(binary_fn(pow_tensor_scalar))));
-TORCHTPU_LOWERING("aten::pow.Scalar", reject_bool_pow(binary_fn(pow_any)));
+                  reject_bool_pow(negative_int_power_checked(binary_fn(pow_tensor_scalar))),
+                  kComplex);
+TORCHTPU_LOWERING("aten::pow.Scalar", reject_bool_pow(binary_fn(pow_any)), kComplex);
 TORCHTPU_LOWERING("aten::atan2", binary_op("stablehlo.atan2"));
 TORCHTPU_LOWERING("aten::maximum", binary_fn(max_nan));
 TORCHTPU_LOWERING("aten::minimum", binary_fn(min_nan));
@@ -338,10 +343,10 @@ TORCHTPU_LOWERING("aten::copysign.Scalar", binary_fn(copy_sign));
 TORCHTPU_LOWERING("aten::xlogy.Tensor", binary_fn(xlogy_fn));
 TORCHTPU_LOWERING("aten::xlogy.Scalar_Self", binary_fn(xlogy_fn));
 TORCHTPU_LOWERING("aten::xlogy.Scalar_Other", binary_fn(xlogy_fn));
-TORCHTPU_LOWERING("aten::lerp.Scalar", lower_lerp);
-TORCHTPU_LOWERING("aten::lerp.Tensor", lower_lerp);
-TORCHTPU_LOWERING("aten::addcmul", addc("stablehlo.multiply"));
-TORCHTPU_LOWERING("aten::addcdiv", addc("stablehlo.divide"));
+TORCHTPU_LOWERING("aten::lerp.Scalar", lower_lerp, kComplex);
+TORCHTPU_LOWERING("aten::lerp.Tensor", lower_lerp, kComplex);
+TORCHTPU_LOWERING("aten::addcmul", addc("stablehlo.multiply"), kComplex);
+TORCHTPU_LOWERING("aten::addcdiv", addc("stablehlo.divide"), kComplex);
 
 }  // namespace
 }  // namespace torchtpu::lowering

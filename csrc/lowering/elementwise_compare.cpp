@@ -97,10 +97,10 @@ std::vector<Value> lower_clamp_max(LoweringContext& ctx) {
   return clamp_impl(ctx, std::nullopt, ctx.index_of("max"));
 }
 
-TORCHTPU_LOWERING("aten::eq.Tensor", comparison(CompareDirection::kEQ));
-TORCHTPU_LOWERING("aten::eq.Scalar", comparison(CompareDirection::kEQ));
-TORCHTPU_LOWERING("aten::ne.Tensor", comparison(CompareDirection::kNE));
-TORCHTPU_LOWERING("aten::ne.Scalar", comparison(CompareDirection::kNE));
+TORCHTPU_LOWERING("aten::eq.Tensor", comparison(CompareDirection::kEQ), kComplex);
+TORCHTPU_LOWERING("aten::eq.Scalar", comparison(CompareDirection::kEQ), kComplex);
+TORCHTPU_LOWERING("aten::ne.Tensor", comparison(CompareDirection::kNE), kComplex);
+TORCHTPU_LOWERING("aten::ne.Scalar", comparison(CompareDirection::kNE), kComplex);
 TORCHTPU_LOWERING("aten::lt.Tensor", comparison(CompareDirection::kLT));
 TORCHTPU_LOWERING("aten::lt.Scalar", comparison(CompareDirection::kLT));
 TORCHTPU_LOWERING("aten::le.Tensor", comparison(CompareDirection::kLE));
@@ -110,9 +110,9 @@ TORCHTPU_LOWERING("aten::gt.Scalar", comparison(CompareDirection::kGT));
 TORCHTPU_LOWERING("aten::ge.Tensor", comparison(CompareDirection::kGE));
 TORCHTPU_LOWERING("aten::ge.Scalar", comparison(CompareDirection::kGE));
 
-TORCHTPU_LOWERING("aten::logical_and", logical("stablehlo.and"));
-TORCHTPU_LOWERING("aten::logical_or", logical("stablehlo.or"));
-TORCHTPU_LOWERING("aten::logical_xor", logical("stablehlo.xor"));
+TORCHTPU_LOWERING("aten::logical_and", logical("stablehlo.and"), kComplex);
+TORCHTPU_LOWERING("aten::logical_or", logical("stablehlo.or"), kComplex);
+TORCHTPU_LOWERING("aten::logical_xor", logical("stablehlo.xor"), kComplex);
 
 TORCHTPU_LOWERING("aten::bitwise_and.Tensor", bitwise("stablehlo.and"));
 TORCHTPU_LOWERING("aten::bitwise_and.Scalar", bitwise("stablehlo.and"));
@@ -135,12 +135,12 @@ TORCHTPU_LOWERING("aten::__lshift__.Scalar", shift(true));
 TORCHTPU_LOWERING("aten::__rshift__.Tensor", shift(false));
 TORCHTPU_LOWERING("aten::__rshift__.Scalar", shift(false));
 
-TORCHTPU_LOWERING("aten::where.self", lower_where);
-TORCHTPU_LOWERING("aten::where.ScalarSelf", lower_where);
-TORCHTPU_LOWERING("aten::where.ScalarOther", lower_where);
-TORCHTPU_LOWERING("aten::where.Scalar", lower_where);
-TORCHTPU_LOWERING("aten::masked_fill.Scalar", lower_masked_fill);
-TORCHTPU_LOWERING("aten::masked_fill.Tensor", lower_masked_fill);
+TORCHTPU_LOWERING("aten::where.self", lower_where, kComplex);
+TORCHTPU_LOWERING("aten::where.ScalarSelf", lower_where, kComplex);
+TORCHTPU_LOWERING("aten::where.ScalarOther", lower_where, kComplex);
+TORCHTPU_LOWERING("aten::where.Scalar", lower_where, kComplex);
+TORCHTPU_LOWERING("aten::masked_fill.Scalar", lower_masked_fill, kComplex);
+TORCHTPU_LOWERING("aten::masked_fill.Tensor", lower_masked_fill, kComplex);
 
 TORCHTPU_LOWERING("aten::clamp", lower_clamp);
 TORCHTPU_LOWERING("aten::clamp.Tensor", lower_clamp);

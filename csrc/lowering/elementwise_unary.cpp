@@ -269,45 +269,53 @@ Value log_scaled(FunctionBuilder& b, Value x, double inv_ln_base) {
                       x.dtype());
 }
 
-TORCHTPU_LOWERING("aten::abs", reject_bool_result("abs_cpu", lower_abs));
-TORCHTPU_LOWERING("aten::neg", lower_neg);
+TORCHTPU_LOWERING("aten::abs", reject_bool_result("abs_cpu", lower_abs), kComplex);
+TORCHTPU_LOWERING("aten::neg", lower_neg, kComplex);
 TORCHTPU_LOWERING("aten::sign", lower_sign);
-TORCHTPU_LOWERING("aten::sgn", lower_sign);
-TORCHTPU_LOWERING("aten::exp", float_op("stablehlo.exponential"));
+TORCHTPU_LOWERING("aten::sgn", lower_sign, kComplex);
+TORCHTPU_LOWERING("aten::exp", float_op("stablehlo.exponential"), kComplex);
 TORCHTPU_LOWERING("aten::exp2", float_math([](FunctionBuilder& b, Value x) {
                     return b.binary("stablehlo.power", cst(b, 2, x), x);
                   }));
-TORCHTPU_LOWERING("aten::expm1", float_op("stablehlo.exponential_minus_one"));
-TORCHTPU_LOWERING("aten::log", float_op("stablehlo.log"));
+TORCHTPU_LOWERING("aten::expm1", float_op("stablehlo.exponential_minus_one"), kComplex);
+TORCHTPU_LOWERING("aten::log", float_op("stablehlo.log"), kComplex);
 TORCHTPU_LOWERING("aten::log2", float_math([](FunctionBuilder& b, Value x) {
                     return log_scaled(b, x, 1.4426950408889634);
-                  }));
+                  }),
+                  kComplex);
 TORCHTPU_LOWERING("aten::log10", float_math([](FunctionBuilder& b, Value x) {
                     return log_scaled(b, x, 0.43429448190325176);
-                  }));
-TORCHTPU_LOWERING("aten::log1p", float_op("stablehlo.log_plus_one"));
+                  }),
+                  kComplex);
+TORCHTPU_LOWERING("aten::log1p", float_op("stablehlo.log_plus_one"), kComplex);
 TORCHTPU_LOWERING("aten::sqrt",
-                  float_math(signed_zero_cut(unary_fn("stablehlo.sqrt"), Cut::kRealAxis)));
+                  float_math(signed_zero_cut(unary_fn("stablehlo.sqrt"), Cut::kRealAxis)),
+                  kComplex);
 TORCHTPU_LOWERING("aten::rsqrt",
-                  float_math(signed_zero_cut(unary_fn("stablehlo.rsqrt"), Cut::kRealAxis)));
+                  float_math(signed_zero_cut(unary_fn("stablehlo.rsqrt"), Cut::kRealAxis)),
+                  kComplex);
 TORCHTPU_LOWERING("aten::reciprocal",
-                  float_math([](FunctionBuilder& b, Value x) { return b.div(cst(b, 1, x), x); }));
-TORCHTPU_LOWERING("aten::sin", float_math(trig(Trig::kSin)));
-TORCHTPU_LOWERING("aten::cos", float_math(trig(Trig::kCos)));
-TORCHTPU_LOWERING("aten::tan", float_op("stablehlo.tan"));
-TORCHTPU_LOWERING("aten::tanh", float_op("stablehlo.tanh"));
-TORCHTPU_LOWERING("aten::sigmoid", float_op("stablehlo.logistic"));
-TORCHTPU_LOWERING("aten::asin", float_math(signed_zero_cut(unary_fn("chlo.asin"), Cut::kRealAxis)));
-TORCHTPU_LOWERING("aten::acos", float_math(signed_zero_cut(unary_fn("chlo.acos"), Cut::kRealAxis)));
-TORCHTPU_LOWERING("aten::atan", float_math(signed_zero_cut(unary_fn("chlo.atan"), Cut::kImagAxis)));
-TORCHTPU_LOWERING("aten::sinh", float_math(trig(Trig::kSinh)));
-TORCHTPU_LOWERING("aten::cosh", float_math(trig(Trig::kCosh)));
+                  float_math([](FunctionBuilder& b, Value x) { return b.div(cst(b, 1, x), x); }),
+                  kComplex);
+TORCHTPU_LOWERING("aten::sin", float_math(trig(Trig::kSin)), kComplex);
+TORCHTPU_LOWERING("aten::cos", float_math(trig(Trig::kCos)), kComplex);
+TORCHTPU_LOWERING("aten::tan", float_op("stablehlo.tan"), kComplex);
+TORCHTPU_LOWERING("aten::tanh", float_op("stablehlo.tanh"), kComplex);
+TORCHTPU_LOWERING("aten::sigmoid", float_op("stablehlo.logistic"), kComplex);
+TORCHTPU_LOWERING("aten::asin", float_math(signed_zero_cut(unary_fn("chlo.asin"), Cut::kRealAxis)),
+                  kComplex);
+TORCHTPU_LOWERING("aten::acos", float_math(signed_zero_cut(unary_fn("chlo.acos"), Cut::kRealAxis)),
+                  kComplex);
+TORCHTPU_LOWERING("aten::atan", float_math(signed_zero_cut(unary_fn("chlo.atan"), Cut::kImagAxis)),
+                  kComplex);
+TORCHTPU_LOWERING("aten::sinh", float_math(trig(Trig::kSinh)), kComplex);
+TORCHTPU_LOWERING("aten::cosh", float_math(trig(Trig::kCosh)), kComplex);
 TORCHTPU_LOWERING("aten::asinh",
-                  float_math(signed_zero_cut(unary_fn("chlo.asinh"), Cut::kImagAxis)));
+                  float_math(signed_zero_cut(unary_fn("chlo.asinh"), Cut::kImagAxis)), kComplex);
 TORCHTPU_LOWERING("aten::acosh",
-                  float_math(signed_zero_cut(unary_fn("chlo.acosh"), Cut::kRealAxis)));
+                  float_math(signed_zero_cut(unary_fn("chlo.acosh"), Cut::kRealAxis)), kComplex);
 TORCHTPU_LOWERING("aten::atanh",
-                  float_math(signed_zero_cut(unary_fn("chlo.atanh"), Cut::kRealAxis)));
+                  float_math(signed_zero_cut(unary_fn("chlo.atanh"), Cut::kRealAxis)), kComplex);
 TORCHTPU_LOWERING("aten::erf", float_math(erf_accurate));
 TORCHTPU_LOWERING("aten::erfc", float_op("chlo.erfc"));
 TORCHTPU_LOWERING("aten::erfinv", float_op("chlo.erf_inv"));
@@ -330,14 +338,16 @@ TORCHTPU_LOWERING("aten::frac", float_math([](FunctionBuilder& b, Value x) {
                     return b.sub(x, trunc_float(b, x));
                   }));
 TORCHTPU_LOWERING("aten::logit", lower_logit);
-TORCHTPU_LOWERING("aten::nan_to_num", lower_nan_to_num);
-TORCHTPU_LOWERING("aten::isnan", float_predicate(is_nan, false, OnComplex::kEitherPart));
-TORCHTPU_LOWERING("aten::isinf", float_predicate(
-                                     [](FunctionBuilder& b, Value x) {
-                                       return cmp(b, b.unary("stablehlo.abs", x), cst(b, kInf, x),
-                                                  CompareDirection::kEQ);
-                                     },
-                                     false, OnComplex::kEitherPart));
+TORCHTPU_LOWERING("aten::nan_to_num", lower_nan_to_num, kComplex);
+TORCHTPU_LOWERING("aten::isnan", float_predicate(is_nan, false, OnComplex::kEitherPart), kComplex);
+TORCHTPU_LOWERING("aten::isinf",
+                  float_predicate(
+                      [](FunctionBuilder& b, Value x) {
+                        return cmp(b, b.unary("stablehlo.abs", x), cst(b, kInf, x),
+                                   CompareDirection::kEQ);
+                      },
+                      false, OnComplex::kEitherPart),
+                  kComplex);
 TORCHTPU_LOWERING("aten::isposinf", float_predicate(
                                         [](FunctionBuilder& b, Value x) {
                                           return cmp(b, x, cst(b, kInf, x), CompareDirection::kEQ);
@@ -350,10 +360,11 @@ TORCHTPU_LOWERING("aten::isneginf", float_predicate(
                                         false));
 TORCHTPU_LOWERING("aten::isfinite",
                   float_predicate([](FunctionBuilder& b, Value x) { return shlo::is_finite(b, x); },
-                                  true, OnComplex::kBothParts));
+                                  true, OnComplex::kBothParts),
+                  kComplex);
 TORCHTPU_LOWERING("aten::signbit", lower_signbit);
 TORCHTPU_LOWERING("aten::bitwise_not", lower_bitwise_not);
-TORCHTPU_LOWERING("aten::logical_not", lower_logical_not);
+TORCHTPU_LOWERING("aten::logical_not", lower_logical_not, kComplex);
 TORCHTPU_LOWERING("aten::square", lower_square);
 
 }  // namespace

@@ -163,18 +163,18 @@ std::vector<Value> lower_neg_view(LoweringContext& ctx) { return {ctx.b.neg(ctx.
 
 }  // namespace
 
-TORCHTPU_GRAPH_LOWERING("aten::_conj", lower_conj_view);
-TORCHTPU_GRAPH_LOWERING("aten::_neg_view", lower_neg_view);
+TORCHTPU_LOWERING("aten::_conj", lower_conj_view, kGraphOnly | kComplex);
+TORCHTPU_LOWERING("aten::_neg_view", lower_neg_view, kGraphOnly | kComplex);
 // AOTAutograd's decompositions of complex backward ops (tanh_backward, sigmoid_backward) emit
 // _conj_physical; eager calls reach conj_physical's out= form instead.
-TORCHTPU_GRAPH_LOWERING("aten::_conj_physical", lower_conj_physical);
-TORCHTPU_GRAPH_LOWERING("aten::view_as_real", lower_view_as_real);
-TORCHTPU_GRAPH_LOWERING("aten::view_as_complex", lower_view_as_complex);
-TORCHTPU_LOWERING("aten::_fft_c2c", lower_c2c);
-TORCHTPU_LOWERING("aten::_fft_r2c", lower_r2c);
-TORCHTPU_LOWERING("aten::_fft_c2r", lower_c2r);
-TORCHTPU_LOWERING("aten::complex", lower_complex);
-TORCHTPU_LOWERING("aten::polar", lower_polar);
-TORCHTPU_LOWERING("aten::conj_physical", lower_conj_physical);
+TORCHTPU_LOWERING("aten::_conj_physical", lower_conj_physical, kGraphOnly | kComplex);
+TORCHTPU_LOWERING("aten::view_as_real", lower_view_as_real, kGraphOnly | kComplex);
+TORCHTPU_LOWERING("aten::view_as_complex", lower_view_as_complex, kGraphOnly | kComplex);
+TORCHTPU_LOWERING("aten::_fft_c2c", lower_c2c, kComplex);
+TORCHTPU_LOWERING("aten::_fft_r2c", lower_r2c, kComplex);
+TORCHTPU_LOWERING("aten::_fft_c2r", lower_c2r, kComplex);
+TORCHTPU_LOWERING("aten::complex", lower_complex, kComplex);
+TORCHTPU_LOWERING("aten::polar", lower_polar, kComplex);
+TORCHTPU_LOWERING("aten::conj_physical", lower_conj_physical, kComplex);
 
 }  // namespace torchtpu::lowering

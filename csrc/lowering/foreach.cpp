@@ -188,7 +188,7 @@ const LoweringFn* foreach_lowering(const c10::OperatorHandle& op) {
   if (const LoweringFn* fn = find_lowering(name)) return fn;
   auto plan = find_elem_plan(op.schema());
   if (!plan) return nullptr;
-  register_graph_lowering(name, make_foreach(*plan));
+  register_lowering(name, make_foreach(*plan), kGraphOnly);
   return find_lowering(name);
 }
 

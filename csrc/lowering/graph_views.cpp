@@ -271,14 +271,14 @@ std::vector<Value> diagonal_scatter(LoweringContext& ctx) {
   return {write_view(ctx.b, x, v, src)};
 }
 
-TORCHTPU_GRAPH_LOWERING("aten::slice_scatter", slice_scatter);
+TORCHTPU_LOWERING("aten::slice_scatter", slice_scatter, kGraphOnly | kComplex);
 TORCHTPU_GRAPH_LOWERING("aten::select_scatter", select_scatter);
 TORCHTPU_GRAPH_LOWERING("aten::as_strided_scatter", as_strided_scatter);
 TORCHTPU_GRAPH_LOWERING("aten::diagonal_scatter", diagonal_scatter);
 
-TORCHTPU_GRAPH_LOWERING("aten::scalar_tensor", fill_with_arg(0));
-TORCHTPU_GRAPH_LOWERING("aten::full", fill_with_arg(1));
-TORCHTPU_GRAPH_LOWERING("aten::full_like", fill_with_arg(1));
+TORCHTPU_LOWERING("aten::scalar_tensor", fill_with_arg(0), kGraphOnly | kComplex);
+TORCHTPU_LOWERING("aten::full", fill_with_arg(1), kGraphOnly | kComplex);
+TORCHTPU_LOWERING("aten::full_like", fill_with_arg(1), kGraphOnly | kComplex);
 TORCHTPU_GRAPH_LOWERING("aten::new_full", fill_with_arg(2));
 TORCHTPU_GRAPH_LOWERING("aten::zeros", fill_with(0));
 TORCHTPU_GRAPH_LOWERING("aten::ones", fill_with(1));
@@ -294,29 +294,29 @@ TORCHTPU_GRAPH_LOWERING("aten::new_empty", fill_with(0));
 TORCHTPU_GRAPH_LOWERING("aten::new_empty_strided", fill_with(0));
 TORCHTPU_GRAPH_LOWERING("aten::arange.start_step", arange_graph);
 
-TORCHTPU_GRAPH_LOWERING("aten::view", reshape_to_out);
-TORCHTPU_GRAPH_LOWERING("aten::_unsafe_view", reshape_to_out);
-TORCHTPU_GRAPH_LOWERING("aten::reshape", reshape_to_out);
-TORCHTPU_GRAPH_LOWERING("aten::squeeze", reshape_to_out);
-TORCHTPU_GRAPH_LOWERING("aten::squeeze.dim", reshape_to_out);
-TORCHTPU_GRAPH_LOWERING("aten::squeeze.dims", reshape_to_out);
-TORCHTPU_GRAPH_LOWERING("aten::unsqueeze", reshape_to_out);
-TORCHTPU_GRAPH_LOWERING("aten::flatten.using_ints", reshape_to_out);
-TORCHTPU_GRAPH_LOWERING("aten::alias", identity);
-TORCHTPU_GRAPH_LOWERING("aten::detach", identity);
+TORCHTPU_LOWERING("aten::view", reshape_to_out, kGraphOnly | kComplex);
+TORCHTPU_LOWERING("aten::_unsafe_view", reshape_to_out, kGraphOnly | kComplex);
+TORCHTPU_LOWERING("aten::reshape", reshape_to_out, kGraphOnly | kComplex);
+TORCHTPU_LOWERING("aten::squeeze", reshape_to_out, kGraphOnly | kComplex);
+TORCHTPU_LOWERING("aten::squeeze.dim", reshape_to_out, kGraphOnly | kComplex);
+TORCHTPU_LOWERING("aten::squeeze.dims", reshape_to_out, kGraphOnly | kComplex);
+TORCHTPU_LOWERING("aten::unsqueeze", reshape_to_out, kGraphOnly | kComplex);
+TORCHTPU_LOWERING("aten::flatten.using_ints", reshape_to_out, kGraphOnly | kComplex);
+TORCHTPU_LOWERING("aten::alias", identity, kGraphOnly | kComplex);
+TORCHTPU_LOWERING("aten::detach", identity, kGraphOnly | kComplex);
 TORCHTPU_GRAPH_LOWERING("aten::lift_fresh_copy", identity);
-TORCHTPU_GRAPH_LOWERING("aten::expand", expand);
-TORCHTPU_GRAPH_LOWERING("aten::permute", permute);
+TORCHTPU_LOWERING("aten::expand", expand, kGraphOnly | kComplex);
+TORCHTPU_LOWERING("aten::permute", permute, kGraphOnly | kComplex);
 TORCHTPU_GRAPH_LOWERING("aten::transpose.int", transpose);
 TORCHTPU_GRAPH_LOWERING("aten::t", t);
 TORCHTPU_GRAPH_LOWERING("aten::numpy_T", t);
-TORCHTPU_GRAPH_LOWERING("aten::slice.Tensor", slice);
-TORCHTPU_GRAPH_LOWERING("aten::select.int", select);
+TORCHTPU_LOWERING("aten::slice.Tensor", slice, kGraphOnly | kComplex);
+TORCHTPU_LOWERING("aten::select.int", select, kGraphOnly | kComplex);
 TORCHTPU_GRAPH_LOWERING("aten::as_strided", as_strided);
-TORCHTPU_GRAPH_LOWERING("aten::diagonal", diagonal);
-TORCHTPU_GRAPH_LOWERING("aten::split_with_sizes", split_with_sizes);
+TORCHTPU_LOWERING("aten::diagonal", diagonal, kGraphOnly | kComplex);
+TORCHTPU_LOWERING("aten::split_with_sizes", split_with_sizes, kGraphOnly | kComplex);
 TORCHTPU_GRAPH_LOWERING("aten::unbind.int", unbind);
-TORCHTPU_GRAPH_LOWERING("aten::_to_copy", to_copy);
+TORCHTPU_LOWERING("aten::_to_copy", to_copy, kGraphOnly | kComplex);
 // PyTorch's reference decompositions (isclose, lcm, renorm...) cast with the prim.
 TORCHTPU_GRAPH_LOWERING("prims::convert_element_type", to_copy);
 

@@ -616,27 +616,29 @@ std::vector<Value> lower_put(LoweringContext& ctx) {
   return {coerce(b, b.reshape(r, self.shape()), out)};
 }
 
-TORCHTPU_LOWERING("aten::index.Tensor", lower_index);
+TORCHTPU_LOWERING("aten::index.Tensor", lower_index, kComplex);
 TORCHTPU_LOWERING("aten::_unsafe_index.Tensor", lower_index);
-TORCHTPU_LOWERING("aten::index_put", lower_index_put);
+TORCHTPU_LOWERING("aten::index_put", lower_index_put, kComplex);
 TORCHTPU_LOWERING("aten::_unsafe_index_put", lower_index_put);
 TORCHTPU_LOWERING("aten::_index_put_impl", lower_index_put);
-TORCHTPU_LOWERING("aten::scatter.src", scatter_fn(false, false, Reduce::kNone));
-TORCHTPU_LOWERING("aten::scatter.value", scatter_fn(true, false, Reduce::kNone));
-TORCHTPU_LOWERING("aten::scatter.reduce", scatter_fn(false, true, Reduce::kNone));
-TORCHTPU_LOWERING("aten::scatter.value_reduce", scatter_fn(true, true, Reduce::kNone));
-TORCHTPU_LOWERING("aten::scatter_add", scatter_fn(false, false, Reduce::kSum));
+TORCHTPU_LOWERING("aten::scatter.src", scatter_fn(false, false, Reduce::kNone), kComplex);
+TORCHTPU_LOWERING("aten::scatter.value", scatter_fn(true, false, Reduce::kNone), kComplex);
+TORCHTPU_LOWERING("aten::scatter.reduce", scatter_fn(false, true, Reduce::kNone), kComplex);
+TORCHTPU_LOWERING("aten::scatter.value_reduce", scatter_fn(true, true, Reduce::kNone), kComplex);
+TORCHTPU_LOWERING("aten::scatter_add", scatter_fn(false, false, Reduce::kSum), kComplex);
 TORCHTPU_LOWERING("aten::scatter_reduce.two", scatter_fn(false, true, Reduce::kNone));
-TORCHTPU_LOWERING("aten::index_add",
-                  [](LoweringContext& ctx) { return index_write(ctx, Reduce::kSum); });
-TORCHTPU_LOWERING("aten::index_copy",
-                  [](LoweringContext& ctx) { return index_write(ctx, Reduce::kNone); });
+TORCHTPU_LOWERING(
+    "aten::index_add", [](LoweringContext& ctx) { return index_write(ctx, Reduce::kSum); },
+    kComplex);
+TORCHTPU_LOWERING(
+    "aten::index_copy", [](LoweringContext& ctx) { return index_write(ctx, Reduce::kNone); },
+    kComplex);
 TORCHTPU_LOWERING("aten::index_reduce", lower_index_reduce);
-TORCHTPU_LOWERING("aten::masked_scatter", lower_masked_scatter);
-TORCHTPU_LOWERING("aten::index_fill.int_Scalar", lower_index_fill);
-TORCHTPU_LOWERING("aten::index_fill.int_Tensor", lower_index_fill);
-TORCHTPU_LOWERING("aten::take", lower_take);
-TORCHTPU_LOWERING("aten::put", lower_put);
+TORCHTPU_LOWERING("aten::masked_scatter", lower_masked_scatter, kComplex);
+TORCHTPU_LOWERING("aten::index_fill.int_Scalar", lower_index_fill, kComplex);
+TORCHTPU_LOWERING("aten::index_fill.int_Tensor", lower_index_fill, kComplex);
+TORCHTPU_LOWERING("aten::take", lower_take, kComplex);
+TORCHTPU_LOWERING("aten::put", lower_put, kComplex);
 
 }  // namespace
 }  // namespace torchtpu::lowering

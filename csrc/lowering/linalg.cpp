@@ -86,15 +86,15 @@ std::vector<Value> lower_addr(LoweringContext& ctx) {
   return {b.convert(b.add(bias, b.mul(alpha, b.mul(v1, v2))), out.dtype)};
 }
 
-TORCHTPU_LOWERING("aten::addr", lower_addr);
-TORCHTPU_LOWERING("aten::mm", plain(kMM));
-TORCHTPU_LOWERING("aten::bmm", plain(kBMM));
-TORCHTPU_LOWERING("aten::dot", plain(kDot));
-TORCHTPU_LOWERING("aten::mv", plain(kMV));
-TORCHTPU_LOWERING("aten::addmm", with_bias(kMM));
-TORCHTPU_LOWERING("aten::baddbmm", with_bias(kBMM));
-TORCHTPU_LOWERING("aten::addbmm", with_bias(kAddBMM));
-TORCHTPU_LOWERING("aten::addmv", with_bias(kMV));
+TORCHTPU_LOWERING("aten::addr", lower_addr, kComplex);
+TORCHTPU_LOWERING("aten::mm", plain(kMM), kComplex);
+TORCHTPU_LOWERING("aten::bmm", plain(kBMM), kComplex);
+TORCHTPU_LOWERING("aten::dot", plain(kDot), kComplex);
+TORCHTPU_LOWERING("aten::mv", plain(kMV), kComplex);
+TORCHTPU_LOWERING("aten::addmm", with_bias(kMM), kComplex);
+TORCHTPU_LOWERING("aten::baddbmm", with_bias(kBMM), kComplex);
+TORCHTPU_LOWERING("aten::addbmm", with_bias(kAddBMM), kComplex);
+TORCHTPU_LOWERING("aten::addmv", with_bias(kMV), kComplex);
 
 }  // namespace
 }  // namespace torchtpu::lowering

@@ -2,21 +2,18 @@
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <mutex>
 #include <unordered_map>
 
 namespace torchtpu::lowering {
 namespace {
 
-std::unordered_map<std::string, LoweringFn>& table() {
-  static std::unordered_map<std::string, LoweringFn> t;
-  return t;
-}
-
 // Registration happens from static initializers before any lookup; lookups after load are
-// read-only, but a lock keeps late registration (tests, plugins) safe.
-std::unordered_map<std::string, bool>& graph_only() {
-  static std::unordered_map<std::string, bool> t;
+// read-only, but a lock keeps late registration (foreach lowerings, tests) safe. Node-based, so
+// descriptor addresses stay valid as entries are added.
+std::unordered_map<std::string, OpDescriptor>& table() {
+  static std::unordered_map<std::string, OpDescriptor> t;
   return t;
 }
 
@@ -45,17 +42,10 @@ std::vector<std::string>& duplicates() {
 }
 }  // namespace
 
-void register_lowering(const std::string& op_name, LoweringFn fn) {
+void register_lowering(const std::string& op_name, LoweringFn fn, uint32_t flags) {
   std::lock_guard<std::mutex> g(table_mutex());
   if (table().count(op_name)) duplicates().push_back(op_name);
-  table()[op_name] = std::move(fn);
-}
-
-void register_graph_lowering(const std::string& op_name, LoweringFn fn) {
-  std::lock_guard<std::mutex> g(table_mutex());
-  if (table().count(op_name)) duplicates().push_back(op_name);
-  table()[op_name] = std::move(fn);
-  graph_only()[op_name] = true;
+  table()[op_name] = OpDescriptor{op_name, std::move(fn), flags};
 }
 
 std::vector<std::string> duplicate_lowerings() {
@@ -63,17 +53,25 @@ std::vector<std::string> duplicate_lowerings() {
   return duplicates();
 }
 
-const LoweringFn* find_eager_lowering(const std::string& op_name) {
+const OpDescriptor* find_op(const std::string& op_name) {
   std::lock_guard<std::mutex> g(table_mutex());
-  if (graph_only().count(op_name)) return nullptr;
   auto it = table().find(op_name);
   return it == table().end() ? nullptr : &it->second;
 }
 
+const OpDescriptor* find_eager_op(const std::string& op_name) {
+  const OpDescriptor* d = find_op(op_name);
+  return d && !d->graph_only() ? d : nullptr;
+}
+
 const LoweringFn* find_lowering(const std::string& op_name) {
-  std::lock_guard<std::mutex> g(table_mutex());
-  auto it = table().find(op_name);
-  return it == table().end() ? nullptr : &it->second;
+  const OpDescriptor* d = find_op(op_name);
+  return d ? &d->fn : nullptr;
+}
+
+const LoweringFn* find_eager_lowering(const std::string& op_name) {
+  const OpDescriptor* d = find_eager_op(op_name);
+  return d ? &d->fn : nullptr;
 }
 
 std::vector<std::string> lowered_op_names() {
@@ -81,6 +79,17 @@ std::vector<std::string> lowered_op_names() {
   std::vector<std::string> names;
   for (const auto& kv : table()) names.push_back(kv.first);
   return names;
+}
+
+std::vector<const OpDescriptor*> op_descriptors() {
+  std::vector<const OpDescriptor*> out;
+  {
+    std::lock_guard<std::mutex> g(table_mutex());
+    for (const auto& kv : table()) out.push_back(&kv.second);
+  }
+  std::sort(out.begin(), out.end(),
+            [](const OpDescriptor* x, const OpDescriptor* y) { return x->name < y->name; });
+  return out;
 }
 
 size_t LoweringContext::index_of(const std::string& name) const {

@@ -8,6 +8,7 @@
 #include <ATen/core/ivalue.h>
 #include <c10/core/ScalarType.h>
 
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -98,40 +99,65 @@ class LoweringContext {
 // which lowers their functional form and writes the results back).
 using LoweringFn = std::function<std::vector<Value>(LoweringContext&)>;
 
-// op_name: "aten::add.Tensor" ("aten::relu" when the overload name is empty).
-void register_lowering(const std::string& op_name, LoweringFn fn);
-// For ops that only reach lowering inside compiled graphs: view ops (metadata in eager mode)
-// and device-changing copies. Eager kernels never use these entries.
-void register_graph_lowering(const std::string& op_name, LoweringFn fn);
-// Any entry (the compile path).
+// One descriptor per op: its lowering and the facts both execution paths (eager kernels and
+// compiled graphs) read about it, declared once where the lowering is registered, so adding an
+// op means one lowering + one descriptor + one test, and no list elsewhere to keep in step.
+enum OpFlag : uint32_t {
+  // The lowering handles complex values (tests/python/test_complex_ops.py checks each against
+  // the CPU). Without it a complex operand (tensor, list, Scalar or dtype=) sends an eager call
+  // to the CPU fallback and makes a compiled graph decline, since lowerings written for real
+  // dtypes may drop an imaginary part silently.
+  kComplex = 1u << 0,
+  // Only compiled graphs use this entry: view ops (metadata in eager mode), factories and
+  // device-changing copies. Eager kernels never see it.
+  kGraphOnly = 1u << 1,
+};
+
+struct OpDescriptor {
+  std::string name;  // "aten::add.Tensor" ("aten::relu" when the overload name is empty)
+  LoweringFn fn;
+  uint32_t flags = 0;  // OpFlag bits
+
+  bool complex() const { return (flags & kComplex) != 0; }
+  bool graph_only() const { return (flags & kGraphOnly) != 0; }
+};
+
+// Registration happens from static initializers; the returned pointers stay valid for the life
+// of the process.
+void register_lowering(const std::string& op_name, LoweringFn fn, uint32_t flags = 0);
+// Any entry (the compile path); null if none.
+const OpDescriptor* find_op(const std::string& op_name);
+// Entries eager kernels may use (not kGraphOnly); null if none.
+const OpDescriptor* find_eager_op(const std::string& op_name);
+// Shorthands for the lowering alone.
 const LoweringFn* find_lowering(const std::string& op_name);
-// Entries eager kernels may use.
 const LoweringFn* find_eager_lowering(const std::string& op_name);
 std::vector<std::string> lowered_op_names();
+// Every descriptor, sorted by name (for the docs and the tests).
+std::vector<const OpDescriptor*> op_descriptors();
 // Op names registered more than once (should be none: one entry per op).
 std::vector<std::string> duplicate_lowerings();
 // For aten::_foreach_* ops: a lowering that applies the per-tensor op's lowering to every list
-// element, synthesized (and registered) on first use; null if there is no per-tensor lowering.
+// element, synthesized (and registered, graph-only) on first use; null if there is no
+// per-tensor lowering.
 const LoweringFn* foreach_lowering(const c10::OperatorHandle& op);
 
-// Registers from a static initializer in each op-family file:
+// Registers from a static initializer beside each lowering, with its facts:
 //   TORCHTPU_LOWERING("aten::relu", lower_relu);
+//   TORCHTPU_LOWERING("aten::exp", lower_exp, kComplex);
+//   TORCHTPU_GRAPH_LOWERING("aten::view", reshape_to_out);  // = flags kGraphOnly
 struct LoweringRegistrar {
-  LoweringRegistrar(const char* name, LoweringFn fn) { register_lowering(name, std::move(fn)); }
+  LoweringRegistrar(const char* name, LoweringFn fn, uint32_t flags = 0) {
+    register_lowering(name, std::move(fn), flags);
+  }
 };
 #define TORCHTPU_LOWERING_CONCAT_(a, b) a##b
 #define TORCHTPU_LOWERING_CONCAT(a, b) TORCHTPU_LOWERING_CONCAT_(a, b)
-struct GraphLoweringRegistrar {
-  GraphLoweringRegistrar(const char* name, LoweringFn fn) {
-    register_graph_lowering(name, std::move(fn));
-  }
-};
-#define TORCHTPU_GRAPH_LOWERING(name, fn)                                       \
-  static ::torchtpu::lowering::GraphLoweringRegistrar TORCHTPU_LOWERING_CONCAT( \
-      graph_registrar_, __COUNTER__)(name, fn)
-#define TORCHTPU_LOWERING(name, fn)                                                   \
-  static ::torchtpu::lowering::LoweringRegistrar TORCHTPU_LOWERING_CONCAT(registrar_, \
-                                                                          __COUNTER__)(name, fn)
+#define TORCHTPU_LOWERING(name, ...)                                       \
+  static ::torchtpu::lowering::LoweringRegistrar TORCHTPU_LOWERING_CONCAT( \
+      registrar_, __COUNTER__)(name, __VA_ARGS__)
+#define TORCHTPU_GRAPH_LOWERING(name, fn) \
+  TORCHTPU_LOWERING(name, fn, ::torchtpu::lowering::kGraphOnly)
 
 // CPU kernels reject some dtypes outright; a lowering must reject them too rather than compute
 // something. `reject_bool_result`: the op's result dtype is bool ("<what>" not implemented for

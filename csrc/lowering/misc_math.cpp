@@ -411,14 +411,14 @@ LoweringFn in_opmath(std::function<Value(FunctionBuilder&, Value)> f) {
   };
 }
 
-TORCHTPU_LOWERING("aten::linalg_cross", lower_linalg_cross);
-TORCHTPU_LOWERING("aten::vdot", lower_vdot);
+TORCHTPU_LOWERING("aten::linalg_cross", lower_linalg_cross, kComplex);
+TORCHTPU_LOWERING("aten::vdot", lower_vdot, kComplex);
 TORCHTPU_LOWERING("aten::logspace.out", lower_logspace);
 TORCHTPU_LOWERING("aten::logspace.Tensor_Tensor_out", lower_logspace);
 TORCHTPU_LOWERING("aten::logspace.Tensor_Scalar_out", lower_logspace);
 TORCHTPU_LOWERING("aten::logspace.Scalar_Tensor_out", lower_logspace);
 TORCHTPU_LOWERING("aten::frexp.Tensor", lower_frexp);
-TORCHTPU_LOWERING("aten::angle", lower_angle);
+TORCHTPU_LOWERING("aten::angle", lower_angle, kComplex);
 TORCHTPU_LOWERING("aten::logit_backward", lower_logit_backward);
 TORCHTPU_LOWERING("aten::renorm", lower_renorm);
 TORCHTPU_LOWERING("aten::softshrink", lower_softshrink);

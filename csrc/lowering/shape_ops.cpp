@@ -356,21 +356,21 @@ std::vector<Value> lower_eye_out(LoweringContext& ctx) {
   return {b.convert(diag, out.dtype)};
 }
 
-TORCHTPU_LOWERING("aten::cat", lower_cat);
-TORCHTPU_LOWERING("aten::stack", lower_stack);
-TORCHTPU_LOWERING("aten::clone", lower_clone);
-TORCHTPU_LOWERING("aten::fill.Scalar", lower_fill);
-TORCHTPU_LOWERING("aten::fill.Tensor", lower_fill);
-TORCHTPU_LOWERING("aten::zero", lower_zero);
-TORCHTPU_LOWERING("aten::flip", lower_flip);
-TORCHTPU_LOWERING("aten::roll", lower_roll);
+TORCHTPU_LOWERING("aten::cat", lower_cat, kComplex);
+TORCHTPU_LOWERING("aten::stack", lower_stack, kComplex);
+TORCHTPU_LOWERING("aten::clone", lower_clone, kComplex);
+TORCHTPU_LOWERING("aten::fill.Scalar", lower_fill, kComplex);
+TORCHTPU_LOWERING("aten::fill.Tensor", lower_fill, kComplex);
+TORCHTPU_LOWERING("aten::zero", lower_zero, kComplex);
+TORCHTPU_LOWERING("aten::flip", lower_flip, kComplex);
+TORCHTPU_LOWERING("aten::roll", lower_roll, kComplex);
 TORCHTPU_LOWERING("aten::unfold_backward", lower_unfold_backward);
-TORCHTPU_LOWERING("aten::tril", triangle(true));
-TORCHTPU_LOWERING("aten::triu", triangle(false));
-TORCHTPU_LOWERING("aten::repeat", lower_repeat);
-TORCHTPU_LOWERING("aten::constant_pad_nd", lower_constant_pad_nd);
-TORCHTPU_LOWERING("aten::index_select", lower_index_select);
-TORCHTPU_LOWERING("aten::gather", lower_gather);
+TORCHTPU_LOWERING("aten::tril", triangle(true), kComplex);
+TORCHTPU_LOWERING("aten::triu", triangle(false), kComplex);
+TORCHTPU_LOWERING("aten::repeat", lower_repeat, kComplex);
+TORCHTPU_LOWERING("aten::constant_pad_nd", lower_constant_pad_nd, kComplex);
+TORCHTPU_LOWERING("aten::index_select", lower_index_select, kComplex);
+TORCHTPU_LOWERING("aten::gather", lower_gather, kComplex);
 TORCHTPU_LOWERING("aten::arange.start_out", lower_arange_start_out);
 TORCHTPU_LOWERING("aten::arange.out", lower_arange_out);
 TORCHTPU_LOWERING("aten::linspace.out", lower_linspace_out);

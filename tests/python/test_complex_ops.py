@@ -1,6 +1,6 @@
-"""Native complex64/complex128 ops on tpu against CPU PyTorch: every op the executor's complex
-allowlist (`complex_capable` in csrc/aten/executor.cpp) lets through runs without the CPU
-fallback and matches CPU values, dtypes and shapes; branch cuts follow the sign of a zero part
+"""Native complex64/complex128 ops on tpu against CPU PyTorch: every op whose descriptor declares
+`kComplex` (beside its TORCHTPU_LOWERING registration, csrc/lowering/lowering.h) runs without the
+CPU fallback and matches CPU values, dtypes and shapes; branch cuts follow the sign of a zero part
 like CPU; ops without a complex lowering still take the fallback; Python complex constants work
 under torch.compile; ComplexHalf gives a clear error."""
 

@@ -13,3 +13,17 @@ def test_table_lists_core_ops():
     for op in ("aten::add.Tensor", "aten::mm", "aten::count_nonzero.dim_IntList",
                "aten::_grouped_mm", "aten::gcd", "aten::_weight_norm_interface"):
         assert op in names, op
+
+
+def test_descriptors_state_each_ops_facts():
+    # One descriptor per op, read by both execution paths: complex support and graph-only entries
+    # are flags of the registration, not lists kept elsewhere.
+    facts = dict(torchtpu._C._op_descriptors())
+    assert set(facts) == set(torchtpu._C._lowered_ops())
+    assert facts["aten::add.Tensor"] == ["complex"]
+    assert facts["aten::_fft_c2c"] == ["complex"]
+    assert facts["aten::view_as_real"] == ["complex", "graph_only"]
+    assert facts["aten::view"] == ["complex", "graph_only"]
+    assert facts["aten::rand"] == ["graph_only"]
+    assert facts["aten::relu"] == []
+    assert all(set(f) <= {"complex", "graph_only"} for f in facts.values())
