@@ -27,14 +27,19 @@ at::Tensor HostBufferPool::empty(at::IntArrayRef sizes, at::ScalarType dtype) {
     }
   }
   if (best != nullptr) return view_over(*best, sizes, dtype);
-  // Make room by dropping free buffers, oldest first; in-use ones stay until they are free.
-  for (auto it = buffers_.begin();
-       it != buffers_.end() && cached_bytes_ + nbytes > max_cached_bytes_;) {
-    if (it->storage().use_count() == 1) {
-      cached_bytes_ -= it->numel();
-      it = buffers_.erase(it);
-    } else {
-      ++it;
+  // Make room by dropping free buffers, oldest first. Then forget in-use ones, oldest first:
+  // results keep the buffers they took over (XLA:CPU), some for good (parameters, unsharded
+  // weights), and a pool full of those would make every later collective allocate afresh. A
+  // forgotten buffer lives on in its tensors and is freed with them.
+  for (bool in_use : {false, true}) {
+    for (auto it = buffers_.begin();
+         it != buffers_.end() && cached_bytes_ + nbytes > max_cached_bytes_;) {
+      if (in_use || it->storage().use_count() == 1) {
+        cached_bytes_ -= it->numel();
+        it = buffers_.erase(it);
+      } else {
+        ++it;
+      }
     }
   }
   at::Tensor bytes = at::empty({nbytes}, at::TensorOptions().dtype(at::kByte));

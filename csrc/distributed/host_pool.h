@@ -3,7 +3,8 @@
 // Fresh host allocations of many megabytes pay a page fault per 4 KiB page on first touch (on this
 // class of VM the faults cost more than the copy itself), and every staged collective needs host
 // copies of its tensors. The pool hands out tensors over cached byte buffers; a buffer is free
-// again once every tensor over it has died (its storage's only owner is the pool).
+// again once every tensor over it has died (its storage's only owner is the pool). Results take
+// their host buffers over on XLA:CPU (tpu_backend.h), so a buffer may be in use for long.
 #pragma once
 
 #include <ATen/core/Tensor.h>

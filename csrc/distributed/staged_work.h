@@ -3,10 +3,11 @@
 // A collective on tpu tensors runs in three steps: the inputs are copied to host memory on the
 // caller's thread (which waits for the device work that produced them), a host transport runs
 // the collective on the host copies (asynchronously, on its own threads), and the results are
-// copied back into the tpu tensors. The last step must not run on the caller's thread: DDP and
-// FSDP chain callbacks on Work::getFuture() and never call wait(). So each backend owns a
-// CompletionQueue, one thread that, in issue order, waits for a collective's host work, copies
-// its results into the tpu tensors and only then completes the Work and its future.
+// handed to the tpu tensors (which take the host memory over where the plugin allows). The last
+// step must not run on the caller's thread: DDP and FSDP chain callbacks on Work::getFuture() and
+// never call wait(). So each backend owns a CompletionQueue, one thread that, in issue order, waits
+// for a collective's host work, copies its results into the tpu tensors and only then completes the
+// Work and its future.
 #pragma once
 
 #include <ATen/core/ivalue.h>

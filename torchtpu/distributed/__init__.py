@@ -7,8 +7,8 @@
 The backend is C++ (csrc/distributed/tpu_backend.h), so DDP, FSDP2, DTensor and the functional
 collectives find it by device type like NCCL. Its transport today stages through the host: the
 tpu inputs are copied to host memory, torch's own ProcessGroupGloo (made here over the group's
-store) runs the collective, and the results are copied back into the tpu tensors before the
-returned Work completes. CPU tensors given to it go to gloo as they are.
+store) runs the collective, and the results are handed to the tpu tensors (on XLA:CPU they take
+the host buffers over, without a copy) before the returned Work completes. CPU tensors given to it go to gloo as they are.
 """
 
 from __future__ import annotations
