@@ -150,18 +150,21 @@ TORCHTPU_LOWERING(
     [](lowering::LoweringContext& ctx) -> std::vector<lowering::Value> { return {ctx.tensor(0)}; },
     lowering::kComplex);
 
-TORCHTPU_LOWERING(
-    "aten::copy",
-    [](lowering::LoweringContext& ctx) -> std::vector<lowering::Value> {
-      lowering::Value src = ctx.tensor(1);
-      if (shlo::is_float(src.dtype()) && ctx.out_type().dtype == shlo::ElementType::kU8) {
-        // PyTorch casts floats to uint8 through int64 (c10::static_cast_with_inter_type), so
-        // -3.7 becomes 253; a direct convert would saturate to 0.
-        src = ctx.b.convert(src, shlo::ElementType::kS64);
-      }
-      return {lowering::coerce(ctx.b, src, ctx.out_type())};
-    },
-    lowering::kComplex);
+std::vector<lowering::Value> lower_copy(lowering::LoweringContext& ctx) {
+  lowering::Value src = ctx.tensor(1);
+  if (shlo::is_float(src.dtype()) && ctx.out_type().dtype == shlo::ElementType::kU8) {
+    // PyTorch casts floats to uint8 through int64 (c10::static_cast_with_inter_type), so
+    // -3.7 becomes 253; a direct convert would saturate to 0.
+    src = ctx.b.convert(src, shlo::ElementType::kS64);
+  }
+  return {lowering::coerce(ctx.b, src, ctx.out_type())};
+}
+
+// Eager copy_ lowers its functional form and writes through the destination view; a compiled
+// graph keeps copy_ itself, for a mutated graph input.
+TORCHTPU_LOWERING("aten::copy", lower_copy, lowering::kComplex);
+TORCHTPU_LOWERING("aten::copy_", lower_copy,
+                  lowering::kGraphOnly | lowering::kComplex | lowering::kOverwritesSelf);
 
 }  // namespace
 

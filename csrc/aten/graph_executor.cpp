@@ -93,7 +93,7 @@ bool is_complex_arg(const GraphArg& a, const std::vector<GraphNode>& nodes,
 // `inputs` null: the graph inputs' dtypes are not known yet (not checked).
 void check_complex_support(const GraphNode& node, const std::vector<GraphNode>& nodes,
                            const std::vector<at::Tensor>* inputs) {
-  if (node.name == "aten::copy_" || node.descriptor->complex()) return;
+  if (node.descriptor->complex()) return;
   bool complex = false;
   for (const auto& t : node.out_types) complex |= shlo::is_complex(t.dtype);
   for (const GraphArg& a : node.args) complex |= is_complex_arg(a, nodes, inputs);
@@ -110,13 +110,11 @@ int GraphExecutable::add_node(const std::string& op, const std::string& overload
   GraphNode node{*handle,         full_name(handle->schema().operator_name()),
                  nullptr,         nullptr,
                  std::move(args), std::move(out_types)};
-  if (node.name != "aten::copy_") {
-    node.lowering = lowering::find_lowering(node.name);
-    if (!node.lowering) node.lowering = lowering::foreach_lowering(*handle);
-    TORCH_CHECK_NOT_IMPLEMENTED(node.lowering != nullptr, "torchtpu: ", node.name,
-                                " has no lowering");
-    node.descriptor = lowering::find_op(node.name);
-  }
+  node.lowering = lowering::find_lowering(node.name);
+  if (!node.lowering) node.lowering = lowering::foreach_lowering(*handle);
+  TORCH_CHECK_NOT_IMPLEMENTED(node.lowering != nullptr, "torchtpu: ", node.name,
+                              " has no lowering");
+  node.descriptor = lowering::find_op(node.name);
   check_complex_support(node, nodes_, nullptr);
   nodes_.push_back(std::move(node));
   return static_cast<int>(nodes_.size()) - 1;
@@ -205,24 +203,24 @@ std::shared_ptr<GraphExecutable::Entry> GraphExecutable::build(
 
   for (const GraphNode& node : nodes_) {
     const auto& sargs = node.op.schema().arguments();
-    if (node.name == "aten::copy_") {
-      // A mutation of a graph input kept in the graph (BatchNorm stats, optimizer state):
-      // the input's storage receives the value when the program finishes.
-      TORCH_CHECK(node.args.at(0).kind == GraphArg::Kind::kInput,
-                  "torchtpu: copy_ into a graph intermediate is not supported");
-      int i = node.args[0].index;
-      const ArgDesc& d = state.args[static_cast<size_t>(i)];
-      TensorType t(lowering::to_element_type(d.dtype), d.view.sizes);
-      writes[i] = lowering::coerce(b, value_of(node.args[1]), t);
-      env.push_back({writes[i]});
-      continue;
+    // The node's result types; an op that overwrites a graph input (copy_) is typed as it.
+    std::vector<TensorType> want = node.out_types;
+    int written = -1;
+    if (node.descriptor->overwrites_self()) {
+      TORCH_CHECK(node.args.at(0).kind == GraphArg::Kind::kInput, "torchtpu: ", node.name,
+                  " into a graph intermediate is not supported");
+      written = node.args[0].index;
+      const ArgDesc& d = state.args[static_cast<size_t>(written)];
+      want = {TensorType(lowering::to_element_type(d.dtype), d.view.sizes)};
     }
     std::vector<LArg> largs;
     for (size_t k = 0; k < node.args.size(); ++k) {
       const GraphArg& a = node.args[k];
       const c10::TypePtr& type = sargs.at(k).type();
       LArg la;
-      if (is_generator_type(type)) {
+      if (k == 0 && written >= 0) {
+        la.kind = LArg::Kind::kNone;  // overwritten, not read: no program argument for it
+      } else if (is_generator_type(type)) {
         la.kind = LArg::Kind::kGenerator;
         la.value = rng_source();
       } else if (a.kind == GraphArg::Kind::kInput || a.kind == GraphArg::Kind::kNode) {
@@ -269,7 +267,7 @@ std::shared_ptr<GraphExecutable::Entry> GraphExecutable::build(
       }
       largs.push_back(std::move(la));
     }
-    lowering::LoweringContext ctx(b, node.op.schema(), std::move(largs), node.out_types,
+    lowering::LoweringContext ctx(b, node.op.schema(), std::move(largs), want,
                                   runtime::get().platform());
     ctx.set_rng_source(rng_source);
     std::vector<Value> results;
@@ -281,13 +279,14 @@ std::shared_ptr<GraphExecutable::Entry> GraphExecutable::build(
       TORCH_CHECK(false, "torchtpu: lowering ", node.name, " in graph ", name_,
                   " failed: ", e.what_without_backtrace());
     }
-    TORCH_CHECK(results.size() == node.out_types.size(), "torchtpu: lowering of ", node.name,
-                " returned ", results.size(), " values, the graph expects ", node.out_types.size());
+    TORCH_CHECK(results.size() == want.size(), "torchtpu: lowering of ", node.name, " returned ",
+                results.size(), " values, the graph expects ", want.size());
     for (size_t k = 0; k < results.size(); ++k) {
-      TORCH_CHECK(results[k].type == node.out_types[k], "torchtpu: lowering of ", node.name,
-                  " produced ", results[k].type.str(), " but the graph expects ",
-                  node.out_types[k].str());
+      TORCH_CHECK(results[k].type == want[k], "torchtpu: lowering of ", node.name, " produced ",
+                  results[k].type.str(), " but the graph expects ", want[k].str());
     }
+    // The input's storage receives the value when the program finishes.
+    if (written >= 0) writes[written] = results.at(0);
     env.push_back(std::move(results));
   }
 

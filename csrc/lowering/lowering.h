@@ -111,6 +111,11 @@ enum OpFlag : uint32_t {
   // Only compiled graphs use this entry: view ops (metadata in eager mode), factories and
   // device-changing copies. Eager kernels never see it.
   kGraphOnly = 1u << 1,
+  // The op replaces its first argument's value without reading it (copy_). In a compiled graph
+  // that argument must be a graph input, whose storage receives the result when the program
+  // finishes (a mutated input kept in the graph: BatchNorm stats, optimizer state); the lowering
+  // sees it as None and returns the new value, which the graph executor types as that input.
+  kOverwritesSelf = 1u << 2,
 };
 
 struct OpDescriptor {
@@ -120,6 +125,7 @@ struct OpDescriptor {
 
   bool complex() const { return (flags & kComplex) != 0; }
   bool graph_only() const { return (flags & kGraphOnly) != 0; }
+  bool overwrites_self() const { return (flags & kOverwritesSelf) != 0; }
 };
 
 // Registration happens from static initializers; the returned pointers stay valid for the life

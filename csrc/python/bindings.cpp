@@ -77,7 +77,7 @@ PYBIND11_MODULE(_C, m) {
         py::call_guard<py::gil_scoped_release>());
   m.def("_lowered_ops", &lowering::lowered_op_names);
   m.def("_duplicate_lowerings", &lowering::duplicate_lowerings);
-  // (name, facts) of every op descriptor, facts a list of flag names ("complex", "graph_only"):
+  // (name, facts) of every op descriptor, facts a list of flag names ("complex", ...):
   // what the docs and the tests read instead of a list of their own.
   m.def("_op_descriptors", [] {
     std::vector<std::pair<std::string, std::vector<std::string>>> out;
@@ -85,6 +85,7 @@ PYBIND11_MODULE(_C, m) {
       std::vector<std::string> facts;
       if (d->complex()) facts.push_back("complex");
       if (d->graph_only()) facts.push_back("graph_only");
+      if (d->overwrites_self()) facts.push_back("overwrites_self");
       out.emplace_back(d->name, std::move(facts));
     }
     return out;

@@ -26,4 +26,7 @@ def test_descriptors_state_each_ops_facts():
     assert facts["aten::view"] == ["complex", "graph_only"]
     assert facts["aten::rand"] == ["graph_only"]
     assert facts["aten::relu"] == []
-    assert all(set(f) <= {"complex", "graph_only"} for f in facts.values())
+    # Eager copy_ lowers aten::copy; a compiled graph keeps copy_ to write a mutated input.
+    assert facts["aten::copy"] == ["complex"]
+    assert facts["aten::copy_"] == ["complex", "graph_only", "overwrites_self"]
+    assert all(set(f) <= {"complex", "graph_only", "overwrites_self"} for f in facts.values())
