@@ -1,7 +1,13 @@
 """The one lowering table holds one entry per op: a name registered twice would make the entry
 in use depend on the order static initializers run across files."""
 
+import subprocess
+import sys
+from pathlib import Path
+
 import torchtpu
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_no_op_is_registered_twice():
@@ -30,3 +36,9 @@ def test_descriptors_state_each_ops_facts():
     assert facts["aten::copy"] == ["complex"]
     assert facts["aten::copy_"] == ["complex", "graph_only", "overwrites_self"]
     assert all(set(f) <= {"complex", "graph_only", "overwrites_self"} for f in facts.values())
+
+
+def test_ops_page_is_generated_from_the_descriptors():
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "op_table.py"), "--check"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
