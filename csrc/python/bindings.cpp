@@ -14,6 +14,7 @@
 #include "profiler/profiler.h"
 #include "runtime/compile.h"
 #include "runtime/device_checks.h"
+#include "runtime/disk_cache.h"
 #include "runtime/fork.h"
 #include "runtime/interrupt.h"
 #include "runtime/metrics.h"
@@ -68,6 +69,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_deferred_check_count", &runtime::deferred_check_count);
   m.def("_platform", [] { return runtime::get().platform(); });
   m.def("_plugin_path", [] { return runtime::get().plugin_path(); });
+  m.def("_host_isa", &runtime::host_isa);
   m.def("_platform_version", [] { return runtime::get().client().platform_version(); });
   m.def("_device_kind", [](int i) { return runtime::get().device(i).kind(); });
   m.def("_current_device", &device::current_device);

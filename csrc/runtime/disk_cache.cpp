@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <fstream>
 #include <random>
 #include <sstream>
 #include <vector>
@@ -294,6 +295,45 @@ std::string to_hex(const std::string& bytes) {
 }
 
 // ---- keys ---------------------------------------------------------------------------------
+
+// The vector instruction sets of this host. XLA:CPU generates code for the host it runs on, so
+// an executable compiled on an AVX-512 machine would crash (SIGILL) on an AVX2 one that shares
+// the cache directory (a network home, a cache baked into an image): the key includes them.
+std::string host_isa() {
+  std::string isa;
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  isa = "x86_64";
+  __builtin_cpu_init();
+#define TORCHTPU_HOST_FEATURE(name) \
+  if (__builtin_cpu_supports(name)) isa += " " name;
+  TORCHTPU_HOST_FEATURE("sse4.2")
+  TORCHTPU_HOST_FEATURE("avx")
+  TORCHTPU_HOST_FEATURE("avx2")
+  TORCHTPU_HOST_FEATURE("fma")
+  TORCHTPU_HOST_FEATURE("f16c")
+  TORCHTPU_HOST_FEATURE("bmi2")
+  TORCHTPU_HOST_FEATURE("avx512f")
+  TORCHTPU_HOST_FEATURE("avx512dq")
+  TORCHTPU_HOST_FEATURE("avx512bw")
+  TORCHTPU_HOST_FEATURE("avx512vl")
+  TORCHTPU_HOST_FEATURE("avx512cd")
+  TORCHTPU_HOST_FEATURE("avx512vnni")
+  TORCHTPU_HOST_FEATURE("avx512bf16")
+#undef TORCHTPU_HOST_FEATURE
+#else
+  // Elsewhere (aarch64): the kernel's feature list, e.g. "Features : fp asimd sve ...".
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("Features", 0) == 0 || line.rfind("flags", 0) == 0) {
+      isa = line;
+      break;
+    }
+  }
+#endif
+  return isa;
+}
+
 std::string platform_fingerprint(const pjrt::Client& client) {
   std::string f;
   put_field(f, std::string("torchtpu ") + kTorchtpuVersion);
@@ -304,6 +344,8 @@ std::string platform_fingerprint(const pjrt::Client& client) {
                    std::to_string(client.plugin()->api_minor()));
   // Executables are compiled for a chip generation; the platform version may not name it.
   put_field(f, client.devices().empty() ? std::string() : client.devices()[0]->kind());
+  // XLA:CPU's code depends on the host's instruction sets; a TPU's or GPU's does not.
+  if (client.platform_name() == "cpu") put_field(f, host_isa());
   // Flags that change what XLA generates for the same program and options.
   for (const char* var : {"XLA_FLAGS", "LIBTPU_INIT_ARGS"}) {
     const char* v = std::getenv(var);

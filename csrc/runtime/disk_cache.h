@@ -39,9 +39,13 @@ class Sha256 {
 std::string sha256(const std::string& data);
 std::string to_hex(const std::string& bytes);
 
+// The host's vector instruction sets ("x86_64 sse4.2 avx avx2 ..."; elsewhere /proc/cpuinfo's
+// feature line): part of an XLA:CPU executable's key, since XLA:CPU generates code for them.
+std::string host_isa();
+
 // Everything about the plugin and device that decides whether an executable compiled by it can
 // be reloaded: platform name and version, plugin attributes (xla_version, stablehlo versions),
-// PJRT API version, device kind.
+// PJRT API version, device kind, and on XLA:CPU the host's instruction sets.
 std::string platform_fingerprint(const pjrt::Client& client);
 
 // Hex SHA-256 over length-prefixed fields, so no two different inputs share their bytes.

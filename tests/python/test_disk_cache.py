@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import platform
 import shutil
 import struct
 import subprocess
@@ -466,3 +467,19 @@ def test_compiled_graphs_share_the_cache(tmp_path):
     second = run_compiled()
     assert second["programs_compiled"] == 0
     assert second["disk_cache_hits"] == first["programs_compiled"]
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64" or not os.path.exists("/proc/cpuinfo"),
+                    reason="the feature names below are x86's, read from Linux's /proc/cpuinfo")
+def test_cache_key_names_the_host_instruction_sets():
+    # XLA:CPU compiles for the host's instruction sets; a cache directory shared with a machine
+    # that lacks one (AVX-512 vs AVX2) must not hand it executables it cannot run.
+    import torchtpu
+
+    flags = next(line for line in open("/proc/cpuinfo") if line.startswith("flags")).split()
+    kernel_name = {"sse4.2": "sse4_2", "avx512vnni": "avx512_vnni", "avx512bf16": "avx512_bf16"}
+    isa = torchtpu._C._host_isa().split()
+    assert isa[0] == "x86_64"
+    for feature in ("sse4.2", "avx", "avx2", "fma", "f16c", "bmi2", "avx512f", "avx512dq",
+                    "avx512bw", "avx512vl", "avx512cd", "avx512vnni", "avx512bf16"):
+        assert (feature in isa) == (kernel_name.get(feature, feature) in flags), feature
