@@ -36,7 +36,7 @@ _fake_impls.register()
 log = logging.getLogger("torchtpu.compile")
 
 # Bumped whenever the recipe encoding (what _GraphLowering records) changes meaning.
-_RECIPE_FORMAT = "torchtpu-graph-recipe-1"
+_RECIPE_FORMAT = "torchtpu-graph-recipe-2"  # 2: host_inputs, host_outputs
 
 _graph_ids = itertools.count()
 # The graph table for graph_metrics(). A graph's executable (its programs) lives only as long as
@@ -181,6 +181,17 @@ class _GraphLowering:
         self.recipe = {"num_inputs": num_inputs, "nodes": [], "outputs": None}
         for i, n in enumerate(tensors):
             self.env[n] = ("in", i)
+        # A CPU tensor input (a model's plain tensor attribute that forward moves with
+        # `.to(x.device)`, as Diffusers' QwenImage RoPE tables) is moved to tpu at each call: the
+        # program reads it there, and its `_to_copy(device="tpu")` is then an identity. 0-d CPU
+        # tensors need no move: they join tpu ops as runtime scalars, as on CUDA.
+        self.recipe["host_inputs"] = [i for i, n in enumerate(tensors)
+                                      if self.val(n).device.type == "cpu" and self.val(n).dim() > 0]
+        for n in self.gm.graph.nodes:
+            if (n.op == "call_function" and n.args and n.args[0] in tensors
+                    and isinstance(n.target, torch._ops.OpOverload) and n.target._schema.is_mutable
+                    and tensors.index(n.args[0]) in self.recipe["host_inputs"]):
+                raise _Unsupported(f"{n.target} writes into the CPU input {n.args[0].name}")
         for k, n in enumerate(scalars):
             self.env[n] = ("scalar_in", len(tensors) + k, self.val(n))
         for j, n in enumerate(get_attrs):
@@ -255,7 +266,27 @@ class _GraphLowering:
                 raise _Unsupported(f"graph output {o!r}")
         g.set_outputs(encoded)
         self.recipe["outputs"] = encoded
+        # Outputs the graph computes on the CPU (a factory with device="cpu", a CPU input's
+        # arithmetic) are computed by the program and copied back, so they land where eager puts
+        # them.
+        self.recipe["host_outputs"] = [
+            k for k, o in enumerate(outputs) if isinstance(o, torch.fx.Node)
+            and isinstance(self.val(o), torch.Tensor) and self.val(o).device.type == "cpu"]
         return g
+
+
+def _run_program(g, recipe: dict, args: list) -> list:
+    """Runs a lowered graph: CPU tensor inputs go to tpu first, CPU outputs come back."""
+    for i in recipe.get("host_inputs", ()):
+        args[i] = args[i].to("tpu", non_blocking=True)
+    out = g.run(args)
+    host_outputs = recipe.get("host_outputs", ())
+    if host_outputs:
+        out = list(out)
+        for k in host_outputs:
+            if out[k] is not None:
+                out[k] = out[k].cpu()
+    return out
 
 
 def _replay(name: str, recipe: dict):
@@ -351,13 +382,13 @@ def _compile_dynamic(gm: torch.fx.GraphModule, name: str):
                 lowering = _GraphLowering(gm, sub, _concrete_values(gm, args), runtime_scalars)
                 g = lowering.build()
                 _track(run, sub, g)
-                entry = (g, [c.to("tpu") for c in lowering.constants])
+                entry = (g, [c.to("tpu") for c in lowering.constants], lowering.recipe)
             except _Unsupported as e:
                 _eager_graphs.append((sub, str(e)))
                 log.warning("torchtpu: graph %s runs eagerly on tpu (not compiled): %s", sub, e)
-                entry = (None, [])
+                entry = (None, [], {})
             specialized[key] = entry
-        g, constants = entry
+        g, constants, recipe = entry
         if g is None:
             return gm.forward(*args)
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
@@ -365,7 +396,7 @@ def _compile_dynamic(gm: torch.fx.GraphModule, name: str):
         # program's other inputs decide), ints in s64.
         scalars = [torch.tensor(args[i], dtype=torch.int64 if isinstance(args[i], int)
                                 else torch.float32) for i in runtime_pos]
-        return g.run(tensors + scalars + constants)
+        return _run_program(g, recipe, tensors + scalars + constants)
 
     return make_boxed_func(run)
 
@@ -402,7 +433,7 @@ class CompiledGraph(OutputCode):
         if self._eager:
             return self.gm.forward(*args)
         try:
-            return self._executable().run(list(args) + self.constants)
+            return _run_program(self._executable(), self.recipe, list(args) + self.constants)
         except NotImplementedError as e:
             if self.gm is None:
                 raise
