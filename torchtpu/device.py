@@ -28,6 +28,16 @@ def is_initialized() -> bool:
     return _C._is_initialized()
 
 
+def __getattr__(name: str):
+    # torch.cuda's `_initialized` flag, read by torch.utils.checkpoint (and torch.random.fork_rng's
+    # callers) to decide whether to save and restore the device's RNG state around a recomputed
+    # forward: without it, checkpointed blocks that draw random numbers (dropout, injected noise)
+    # drew new ones in the backward's recomputation, so gradients differed from the CPU's.
+    if name == "_initialized":
+        return _C._is_initialized()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def init() -> None:
     """Initializes the runtime now; raises RuntimeError saying why if it cannot."""
     _C._init()
