@@ -68,6 +68,24 @@ def test_cholesky_family(mats):
     torch.testing.assert_close(info, torch.linalg.cholesky_ex(-S).info)
 
 
+@pytest.mark.parametrize("order", [2, 3, 4])
+def test_cholesky_names_the_first_failing_minor(order):
+    # Issue 15: info was 1 where the CPU gives 2, and the error named the wrong minor. Leading
+    # minors below `order` are positive-definite, the one of order `order` is not; a batch mixes
+    # a failing and a good matrix.
+    n = 4
+    A = torch.eye(n, dtype=torch.float64) * 4
+    A[order - 1, order - 1] = -1.0
+    A[0, order - 1] = A[order - 1, 0] = 0.5
+    batch = torch.stack([A, torch.eye(n, dtype=torch.float64)])
+    for a in (A, batch, A.float()):
+        got = torch.linalg.cholesky_ex(a.to(DEV))
+        want = torch.linalg.cholesky_ex(a)
+        assert torch.equal(got.info.cpu(), want.info), (got.info, want.info)
+    assert_same_error(torch.linalg.cholesky, A)
+    assert_same_error(torch.linalg.cholesky, batch)
+
+
 @pytest.mark.parametrize("shape", [(3, 4, 4), (2, 5, 3), (2, 3, 5), (6, 6)])
 def test_lu(shape):
     A = torch.randn(*shape, generator=torch.Generator().manual_seed(1))

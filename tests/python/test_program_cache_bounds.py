@@ -184,3 +184,40 @@ def test_released_graphs_free_their_programs_and_keep_their_counters():
         assert after[n]["compiles"] == s["compiles"]
     # Compiling again after the reset works and gives the CPU's values.
     assert_close(torch.compile(f, backend="tpu")(x.to("tpu")).cpu(), f(x))
+
+
+
+RSS_BOUNDED = """
+import gc, torch, torchtpu
+
+def rss_mb():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096 / 2**20
+
+def run(lo, hi):
+    for n in range(lo, hi):                 # one new signature (and program) per length
+        torch.empty(n, device="tpu") + 1
+    torch.tpu.synchronize()
+    gc.collect()
+
+run(1, 101)                                 # fill the bounded cache, warm the allocators
+base = rss_mb()
+run(101, 401)                               # 300 more distinct signatures through it
+m = torchtpu.metrics()
+print("GROWTH_MB", round(rss_mb() - base, 1))
+print("ENTRIES", m["program_cache_entries"])
+print("EVICTIONS", m["program_cache_evictions"])
+"""
+
+
+def test_memory_stays_bounded_over_many_distinct_signatures(run_python):
+    # The issue measured ~107 KB of RSS per distinct signature with an unbounded cache (2,000
+    # shapes -> +435 MB); this script without a bound grew 30.2 MB over its 300 signatures, with
+    # TORCHTPU_PROGRAM_CACHE_MAX_ENTRIES=32 0.4 MB. Evicted programs must give their memory back.
+    proc = run_python(RSS_BOUNDED, TORCHTPU_PROGRAM_CACHE_MAX_ENTRIES="32", TORCHTPU_CACHE="0",
+                      timeout=400)
+    out = dict(line.split() for line in proc.stdout.splitlines() if line.count(" ") == 1)
+    assert int(out["ENTRIES"]) <= 32
+    assert int(out["EVICTIONS"]) >= 300
+    unbounded_mb = 300 * 100 / 1024
+    assert float(out["GROWTH_MB"]) < unbounded_mb / 4, out
