@@ -56,6 +56,9 @@ def _patch(state_module) -> None:
     original_set_device = partial_state.set_device
 
     def _prepare_backend(self, cpu=False, sagemaker_dp=False, backend=None):
+        # Accelerator.__init__ gets here before prepare_model: patch accelerate.accelerator now
+        # if it was still executing when torchtpu was imported (`import accelerate` first).
+        _post_import.flush()
         launched = int(os.environ.get("LOCAL_RANK", -1)) != -1
         if (launched and not cpu and not sagemaker_dp and backend in (None, *_BACKENDS)
                 and _tpu_is_the_accelerator()):

@@ -81,6 +81,43 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def test_importing_accelerate_before_torch_applies_the_integration(run_python):
+    # `import accelerate` runs accelerate/accelerator.py, whose `import torch` autoloads
+    # torchtpu while that module is still executing: the integration must wait for it to finish
+    # (this import order used to fail inside torch's autoload, and so did `accelerate launch`).
+    res = run_python("""
+        from accelerate import Accelerator, PartialState
+        import safetensors.torch
+        import torch
+        print(torch.tpu.is_available(), Accelerator._torchtpu_patched,
+              PartialState._torchtpu_patched, safetensors.torch.safe_open._torchtpu_wrapped)
+    """)
+    assert res.stdout.split() == ["True"] * 4, res.stdout + res.stderr
+
+
+def _check_against_one_cpu_process(out_dir, device_of_rank):
+    model, data = _model_and_data()
+    reference = _train(copy.deepcopy(model), data, out_dir / "cpu", batch_size=16, use_cpu=True)
+    ref_losses = torch.tensor([h["loss"] for h in reference.state.log_history if "loss" in h])
+    ref_params = dict(reference.model.named_parameters())
+
+    ranks = [torch.load(out_dir / f"rank{r}.pt") for r in range(2)]
+    for rank, facts in enumerate(ranks):
+        assert facts["num_processes"] == 2
+        assert facts["device"] == device_of_rank(rank)
+        assert facts["backend"] == "tpu"
+        assert facts["wrapped"] == "DistributedDataParallel"
+        assert len(facts["losses"]) == STEPS
+        # The logged loss is the mean over both ranks: the whole dataset's loss.
+        torch.testing.assert_close(torch.tensor(facts["losses"]), ref_losses, rtol=1e-4, atol=1e-5)
+        for name, p in facts["params"].items():
+            torch.testing.assert_close(p, ref_params[name].detach(), rtol=1e-3, atol=1e-4,
+                                       msg=lambda m, name=name: f"parameter {name}: {m}")
+    # DDP keeps the replicas identical.
+    for name, p in ranks[0]["params"].items():
+        torch.testing.assert_close(ranks[1]["params"][name], p, rtol=0, atol=0)
+
+
 def test_trainer_on_two_processes_is_data_parallel_and_matches_one_cpu_process(start_python,
                                                                                tmp_path):
     port = str(_free_port())
@@ -93,27 +130,28 @@ def test_trainer_on_two_processes_is_data_parallel_and_matches_one_cpu_process(s
     for r, p in enumerate(procs):
         res = p.wait()
         assert f"rank {r} ok" in res.stdout, res.stdout + res.stderr
+    _check_against_one_cpu_process(tmp_path, lambda rank: "tpu:0")
 
-    model, data = _model_and_data()
-    reference = _train(copy.deepcopy(model), data, tmp_path / "cpu", batch_size=16, use_cpu=True)
-    ref_losses = torch.tensor([h["loss"] for h in reference.state.log_history if "loss" in h])
-    ref_params = dict(reference.model.named_parameters())
 
-    ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(2)]
-    for facts in ranks:
-        assert facts["num_processes"] == 2
-        assert facts["device"] == "tpu:0"
-        assert facts["backend"] == "tpu"
-        assert facts["wrapped"] == "DistributedDataParallel"
-        assert len(facts["losses"]) == STEPS
-        # The logged loss is the mean over both ranks: the whole dataset's loss.
-        torch.testing.assert_close(torch.tensor(facts["losses"]), ref_losses, rtol=1e-4, atol=1e-5)
-        for name, p in facts["params"].items():
-            torch.testing.assert_close(p, ref_params[name].detach(), rtol=1e-3, atol=1e-4,
-                                       msg=lambda m, name=name: f"parameter {name}: {m}")
-    # DDP keeps the replicas identical.
-    for name, p in ranks[0]["params"].items():
-        torch.testing.assert_close(ranks[1]["params"][name], p, rtol=0, atol=0)
+def test_accelerate_launch_two_processes(start_python, tmp_path):
+    # `accelerate launch --multi_gpu --num_processes 2 train.py`, run as the `accelerate` command
+    # runs it (its launcher starts torchrun's elastic agent, which starts the ranks). The host
+    # has four tpu devices here, so rank r trains on tpu:r. HF_HOME points at an empty folder so
+    # that no Accelerate config file of this machine's user changes the launch.
+    script = tmp_path / "train.py"
+    script.write_text(f"import sys; sys.path.insert(0, {HERE!r})\n"
+                      "import test_hf_accelerate_multiprocess as t\n"
+                      "t._rank_main(sys.argv[1])\n")
+    argv = ["accelerate", "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+            "--mixed_precision", "no", "--dynamo_backend", "no",
+            "--main_process_port", str(_free_port()), str(script), str(tmp_path)]
+    code = ("import sys; from accelerate.commands.accelerate_cli import main; "
+            f"sys.argv = {argv!r}; main()")
+    res = start_python(code, timeout=240, TORCHTPU_CPU_DEVICE_COUNT="4",
+                       HF_HOME=str(tmp_path / "hf_home"), GLOO_SOCKET_IFNAME="lo").wait()
+    for r in range(2):
+        assert f"rank {r} ok" in res.stdout, res.stdout + res.stderr
+    _check_against_one_cpu_process(tmp_path, lambda rank: f"tpu:{rank}")
 
 
 if __name__ == "__main__":
