@@ -21,6 +21,8 @@ import pytest
 import torch
 
 import torchtpu
+from conftest import new_graphs
+from torchtpu import _dynamo as tpu_dynamo
 
 transformers = pytest.importorskip("transformers")
 
@@ -100,6 +102,53 @@ def test_greedy_static_cache_compiles_the_decode_step_once(models, prompts):
     again_cpu = model_cpu.generate(other, attention_mask=mask, max_new_tokens=NEW_TOKENS,
                                    do_sample=False, cache_implementation="static")
     torch.testing.assert_close(again_tpu.cpu(), again_cpu, rtol=0, atol=0)
+
+
+def test_compiled_generate_compiles_one_prefill_per_length_and_one_decode_step(fresh_dynamo):
+    # As Transformers documents it: a static cache sized for the worst case (max_cache_len: one
+    # "bucket" for every call below) and model.forward = torch.compile(model.forward). The
+    # prefill then runs as one compiled graph per prompt length, and generate() compiles the
+    # decoding step (backend "tpu", dynamic=False: Transformers' default for the device type)
+    # once: its inputs (one token per sequence, the 4-D mask over the whole cache, the cache)
+    # have the same shapes at every step, every prompt length and every number of new tokens.
+    model_cpu, model = tiny_llama(0), tiny_llama(0).to("tpu")
+    for m in (model, model_cpu):
+        m.generation_config.cache_implementation = "static"
+        m.generation_config.max_cache_len = 32
+    model.forward = torch.compile(model.forward, backend="tpu", dynamic=False)
+    g = torch.Generator().manual_seed(3)
+    prompts = {length: torch.randint(1, 256, (2, length), generator=g) for length in (6, 9)}
+
+    def generate(length, new_tokens):
+        ids = prompts[length]
+        kwargs = dict(max_new_tokens=new_tokens, do_sample=False)
+        torch.tpu.synchronize()
+        programs = torchtpu.metrics()["programs_compiled"]
+        before = set(tpu_dynamo.graph_metrics())
+        out = model.generate(ids.to("tpu"), attention_mask=torch.ones_like(ids).to("tpu"),
+                             **kwargs)
+        torch.tpu.synchronize()
+        programs = torchtpu.metrics()["programs_compiled"] - programs
+        graphs = new_graphs(before)
+        assert all(g.get("compiles", 0) <= 1 for g in graphs.values()), graphs
+        expected = model_cpu.generate(ids, attention_mask=torch.ones_like(ids), **kwargs)
+        torch.testing.assert_close(out.cpu(), expected, rtol=0, atol=0)
+        return programs, len(graphs)
+
+    # The prefill of 6 tokens and the decode step.
+    assert generate(6, NEW_TOKENS)[1] == 2
+    # A second prompt length in the bucket: its prefill graph, and no other graph.
+    assert generate(9, NEW_TOKENS)[1] == 1
+    # More new tokens after a prompt length seen before: no graph compiles. What compiles are
+    # eager ops on the growing sequence (generate() appends each token to the ids and to the 2-D
+    # attention mask with torch.cat, and reads the last position), a few small programs per
+    # sequence length not seen before: the sequences so far had 6..9 and 9..12 tokens when
+    # extended, these have 6..14 (13 and 14 are new).
+    programs, graphs = generate(6, NEW_TOKENS + 5)
+    assert graphs == 0
+    assert programs <= 4 * 2, programs
+    # The same call again compiles nothing at all.
+    assert generate(6, NEW_TOKENS + 5) == (0, 0)
 
 
 def test_beam_search_matches_cpu(models, prompts):

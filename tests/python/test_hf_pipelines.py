@@ -4,8 +4,9 @@ A StableDiffusionPipeline is assembled from tiny configs (the sizes of Diffusers
 tests): UNet2DConditionModel, AutoencoderKL, a CLIP text encoder and a CLIP tokenizer whose
 vocabulary is written locally, with a DDIM scheduler (eta 0: no noise after the initial latents).
 No hub, no network. The initial latents come from a CPU generator on both devices, so the two
-runs start from the same noise and must produce the same image. A DiTPipeline (class-conditional,
-transformer-based denoiser) is checked the same way.
+runs start from the same noise and must produce the same image; so do image-to-image and
+inpainting (StableDiffusionInpaintPipeline with a 9-channel UNet). A DiTPipeline
+(class-conditional, transformer-based denoiser) is checked the same way.
 
 Tolerance: images (floats in [0, 1]) within 1e-4 absolute; the runs measured differ by ~1e-6:
 the float32 UNet, VAE and text encoder accumulate in XLA's order instead of CPU ATen's, and the
@@ -77,6 +78,31 @@ def test_stable_diffusion_image_to_image_matches_cpu(pipes):
                               guidance_scale=6.0, generator=generator, output_type="np").images)
     assert images[0].shape == (1, 32, 32, 3)
     np.testing.assert_allclose(images[0], images[1], rtol=0, atol=1e-4)
+
+
+def test_stable_diffusion_inpainting_eager_matches_cpu(tmp_path):
+    # A 9-channel UNet sees the noisy latents, the downsampled mask and the masked image's
+    # latents; the pipeline binarizes the mask, encodes the masked image with the VAE (a sample
+    # drawn with the CPU generator) and starts from noise at strength 1.
+    from torchtpu.testing.tiny_diffusers import tiny_stable_diffusion_inpaint
+
+    pipe_cpu = tiny_stable_diffusion_inpaint(tmp_path)
+    pipe_tpu = copy.deepcopy(pipe_cpu).to("tpu")
+    init = torch.rand(1, 3, 32, 32, generator=torch.Generator().manual_seed(2))
+    mask = torch.zeros(1, 1, 32, 32)
+    mask[..., 8:24, 4:20] = 1  # repaint this rectangle, keep the rest
+
+    def inpaint(pipe):
+        generator = torch.Generator("cpu").manual_seed(0)
+        return pipe(PROMPT, image=init, mask_image=mask, num_inference_steps=2, guidance_scale=6.0,
+                    generator=generator, output_type="np", height=32, width=32).images
+
+    before = fallbacks()
+    image_tpu = inpaint(pipe_tpu)
+    assert fallbacks() == before
+    image_cpu = inpaint(pipe_cpu)
+    assert image_tpu.shape == (1, 32, 32, 3)
+    np.testing.assert_allclose(image_tpu, image_cpu, rtol=0, atol=1e-4)
 
 
 def test_stable_diffusion_compiled_unet_never_recompiles_the_same_size(pipes):

@@ -15,16 +15,12 @@ def tiny_stable_diffusion(tokenizer_dir: str | Path | None = None, seed: int = 0
     """A StableDiffusionPipeline (UNet2DConditionModel, AutoencoderKL, CLIP text encoder, CLIP
     tokenizer, DDIM scheduler) on the CPU; the tokenizer files go to `tokenizer_dir` (a new
     temporary folder when None)."""
-    from diffusers import AutoencoderKL, DDIMScheduler, StableDiffusionPipeline, UNet2DConditionModel
+    from diffusers import AutoencoderKL, DDIMScheduler, StableDiffusionPipeline
     from transformers import CLIPTextConfig, CLIPTextModel, CLIPTokenizer
 
     tokenizer_dir = Path(tokenizer_dir or tempfile.mkdtemp(prefix="tiny_clip_tokenizer_"))
     torch.manual_seed(seed)
-    unet = UNet2DConditionModel(block_out_channels=(4, 8), layers_per_block=1, sample_size=32,
-                                in_channels=4, out_channels=4,
-                                down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
-                                up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"),
-                                cross_attention_dim=32, norm_num_groups=2)
+    unet = tiny_unet(in_channels=4)
     vae = AutoencoderKL(block_out_channels=(4, 8), in_channels=3, out_channels=3,
                         down_block_types=("DownEncoderBlock2D",) * 2,
                         up_block_types=("UpDecoderBlock2D",) * 2, latent_channels=4,
@@ -47,6 +43,31 @@ def tiny_stable_diffusion(tokenizer_dir: str | Path | None = None, seed: int = 0
     pipe = StableDiffusionPipeline(unet=unet, vae=vae, text_encoder=text_encoder,
                                    tokenizer=tokenizer, scheduler=scheduler, safety_checker=None,
                                    feature_extractor=None, requires_safety_checker=False)
+    pipe.set_progress_bar_config(disable=True)
+    return pipe
+
+
+def tiny_unet(in_channels: int = 4):
+    """The tiny UNet2DConditionModel of tiny_stable_diffusion (random weights from torch's current
+    seed); in_channels=9 is an inpainting UNet (latents, mask, masked-image latents)."""
+    from diffusers import UNet2DConditionModel
+
+    return UNet2DConditionModel(block_out_channels=(4, 8), layers_per_block=1, sample_size=32,
+                                in_channels=in_channels, out_channels=4,
+                                down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
+                                up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"),
+                                cross_attention_dim=32, norm_num_groups=2)
+
+
+def tiny_stable_diffusion_inpaint(tokenizer_dir: str | Path | None = None, seed: int = 0):
+    """A StableDiffusionInpaintPipeline on the CPU: tiny_stable_diffusion's VAE, text encoder,
+    tokenizer and scheduler with a 9-channel UNet."""
+    from diffusers import StableDiffusionInpaintPipeline
+
+    components = tiny_stable_diffusion(tokenizer_dir, seed).components
+    torch.manual_seed(seed + 1)
+    components["unet"] = tiny_unet(in_channels=9)
+    pipe = StableDiffusionInpaintPipeline(**components)
     pipe.set_progress_bar_config(disable=True)
     return pipe
 
