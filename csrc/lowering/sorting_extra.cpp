@@ -1,6 +1,9 @@
 // Order statistics and searches built on the sort family: median, nanmedian, mode,
 // searchsorted, bucketize, isin, and the static half of repeat_interleave (its count program and
 // host sync are in aten/data_dependent.cpp). Selections by a computed position are gathers.
+#include <algorithm>
+#include <string>
+
 #include "lowering/common.h"
 #include "lowering/lowering.h"
 #include "lowering/sorting.h"
@@ -182,8 +185,37 @@ std::vector<Value> search_impl(LoweringContext& ctx, size_t seq_i, size_t val_i,
   return {coerce(b, b.reshape(binary_search(b, seq2, vals2, right), out.shape), out)};
 }
 
+std::string dims_str(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+// The CPU's searchsorted_pre_check (ATen/native/BucketizationUtils.h) on shapes: the search
+// below reads the last dim of both operands, so a shape the CPU refuses must not reach it (a 0-d
+// value against a 2-D sequence read past the end of its shape).
+void check_search_shapes(const Value& seq, const Value& vals) {
+  TORCH_CHECK(vals.rank() > 0 || seq.rank() == 1,
+              "torch.searchsorted(): input value can be a scalar only when boundaries tensor "
+              "dimension is 1, but we got boundaries tensor dim(",
+              seq.rank(), ") and input value's dim(", vals.rank(), ") numel(", vals.type.numel(),
+              ")");
+  TORCH_CHECK(seq.rank() != 0,
+              "torch.searchsorted(): boundaries tensor should have positive dimension, but got 0 "
+              "dimension");
+  const auto& ss = seq.shape();
+  const auto& vs = vals.shape();
+  TORCH_CHECK(seq.rank() == 1 ||
+                  (ss.size() == vs.size() && std::equal(ss.begin(), ss.end() - 1, vs.begin())),
+              "torch.searchsorted(): boundaries tensor should be 1 dimension or the first N-1 "
+              "dimensions of boundaries tensor and input value tensor must match, but we got "
+              "boundaries tensor ",
+              dims_str(ss), " and input value tensor ", dims_str(vs));
+}
+
 // searchsorted(sorted_sequence, self, *, out_int32, right, side, sorter), .Tensor and .Scalar.
 std::vector<Value> lower_searchsorted(LoweringContext& ctx) {
+  check_search_shapes(ctx.tensor(0), ctx.operand(1, ctx.tensor(0).dtype()));
   bool right = ctx.bool_arg(ctx.index_of("right"));
   size_t side = ctx.index_of("side");
   if (!ctx.is_none(side)) right = ctx.arg(side).ivalue.toStringRef() == "right";
@@ -195,6 +227,9 @@ std::vector<Value> lower_searchsorted(LoweringContext& ctx) {
 // bucketize(self, boundaries, *, out_int32, right), .Tensor and .Scalar: searchsorted with the
 // arguments swapped.
 std::vector<Value> lower_bucketize(LoweringContext& ctx) {
+  // As the CPU's bucketize: unlike searchsorted, the boundaries are one sorted list.
+  TORCH_CHECK(ctx.tensor(1).rank() == 1, "boundaries tensor must be 1 dimension, but got dim(",
+              ctx.tensor(1).rank(), ")");
   return search_impl(ctx, 1, 0, ctx.bool_arg(ctx.index_of("right")), std::nullopt);
 }
 

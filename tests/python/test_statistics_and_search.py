@@ -152,6 +152,28 @@ def test_searchsorted_nan():
               torch.bucketize(vals, seq, right=right))
 
 
+@pytest.mark.parametrize("case", ["bucketize_2d", "bucketize_0d", "bucketize_out_2d",
+                                  "bucketize_scalar_2d", "bucketize_scalar_0d",
+                                  "searchsorted_scalar_0d_seq", "searchsorted_0d_seq"])
+def test_search_shapes_the_cpu_refuses_raise_its_error(case):
+    # bucketize takes 1-D boundaries only (searchsorted takes N-D sorted sequences); these shapes
+    # returned values on tpu, and a Scalar against 2-D boundaries crashed the process.
+    seq2, seq0 = torch.tensor([[1.0, 3.0, 5.0], [2.0, 4.0, 6.0]]), torch.tensor(2.0)
+    vals = torch.tensor([[0.0, 3.5], [4.0, 7.0]])
+    fns = {
+        "bucketize_2d": (lambda v, b: torch.bucketize(v, b), vals, seq2),
+        "bucketize_0d": (lambda v, b: torch.bucketize(v, b), vals, seq0),
+        "bucketize_out_2d": (lambda v, b: torch.bucketize(
+            v, b, out=torch.empty(2, 2, dtype=torch.long, device=v.device)), vals, seq2),
+        "bucketize_scalar_2d": (lambda b: torch.bucketize(3.0, b), seq2),
+        "bucketize_scalar_0d": (lambda b: torch.bucketize(3.0, b), seq0),
+        "searchsorted_scalar_0d_seq": (lambda b: torch.searchsorted(b, 3.0), seq0),
+        "searchsorted_0d_seq": (lambda b, v: torch.searchsorted(b, v), seq0, vals),
+    }
+    fn, *args = fns[case]
+    assert_same_error(fn, *args)
+
+
 # ---- isin ----
 
 @pytest.mark.parametrize("dtype", DTYPES)
