@@ -44,6 +44,30 @@ void native_batch_norm_kernel(const c10::OperatorHandle& op, torch::jit::Stack* 
   s.emplace_back(std::get<2>(r));
 }
 
+// The functional evaluation forms: _native_batch_norm_legit_no_training,
+// _native_batch_norm_legit_functional(training=False) and _batch_norm_no_update with running
+// statistics return empty save_mean/save_invstd on the CPU (outputs 1 and 2), as
+// native_batch_norm does above; PyTorch's meta functions give them CUDA's [C] shape instead (a
+// difference torch/_decomp notes). The backward of evaluation reads the running statistics.
+void batch_norm_eval_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  torch::jit::Stack& s = *stack;
+  const auto& schema = op.schema();
+  const size_t first = s.size() - schema.arguments().size();
+  bool eval = true;
+  if (schema.name() == "aten::_native_batch_norm_legit_functional") {
+    eval = !s[first + 5].toBool();
+  } else if (schema.name() == "aten::_batch_norm_no_update") {
+    eval = s[first + 3].toOptional<at::Tensor>().has_value() &&
+           s[first + 4].toOptional<at::Tensor>().has_value();
+  }
+  tpu_boxed_kernel(op, stack);
+  if (!eval) return;
+  const size_t out = s.size() - schema.returns().size();
+  for (size_t i = out + 1; i < out + 3; ++i) {
+    s[i] = at::empty({0}, s[i].toTensor().options());
+  }
+}
+
 // _native_batch_norm_legit(input, weight, bias, running_mean(a!), running_var(b!), training,
 // momentum, eps) and _batch_norm_with_update(input, weight, bias, running_mean(a!),
 // running_var(b!), momentum, eps) update the statistics in place and return fresh tensors:
@@ -84,7 +108,8 @@ void batch_norm_update_kernel(const c10::OperatorHandle& op, torch::jit::Stack* 
   for (at::Tensor& t : outs) s.emplace_back(std::move(t));
 }
 
-// The out= forms (_batch_norm_with_update.out, _native_batch_norm_legit.out / .no_stats_out):
+// The out= forms (_batch_norm_with_update.out, _native_batch_norm_legit.out / .no_stats_out,
+// native_batch_norm.out):
 // the functional kernels compute (statistics copied back as above), and the results go into
 // out/save_mean/save_invstd, resized like the CPU's resize_output. `reserve` (cuDNN's workspace)
 // is left as the CPU leaves it: untouched; so are save_mean/save_invstd (their shape included)
@@ -92,7 +117,10 @@ void batch_norm_update_kernel(const c10::OperatorHandle& op, torch::jit::Stack* 
 void batch_norm_out_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
   const bool no_stats = schema.overload_name() == "no_stats_out";
-  const bool legit_stats = schema.name() == "aten::_native_batch_norm_legit" && !no_stats;
+  // native_batch_norm.out has the same (..., training, ...) arguments and leaves the stats
+  // outputs alone in evaluation, as the CPU's batch_norm_cpu_out does.
+  const bool legit_stats = (schema.name() == "aten::_native_batch_norm_legit" && !no_stats) ||
+                           schema.name() == "aten::native_batch_norm";
   // (input, weight, bias, running_mean, running_var, training, ...) for the latter.
   const size_t first = stack->size() - schema.arguments().size();
   const bool eval = legit_stats && !(*stack)[first + 5].toBool();
@@ -103,7 +131,7 @@ void batch_norm_out_kernel(const c10::OperatorHandle& op, torch::jit::Stack* sta
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   for (const char* out_form : {"_batch_norm_with_update.out", "_native_batch_norm_legit.out",
-                               "_native_batch_norm_legit.no_stats_out"}) {
+                               "_native_batch_norm_legit.no_stats_out", "native_batch_norm.out"}) {
     m.impl(out_form, torch::CppFunction::makeFromBoxedFunction<&batch_norm_out_kernel>());
   }
   m.impl("native_batch_norm",
@@ -112,6 +140,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
          torch::CppFunction::makeFromBoxedFunction<&batch_norm_update_kernel>());
   m.impl("_batch_norm_with_update",
          torch::CppFunction::makeFromBoxedFunction<&batch_norm_update_kernel>());
+  for (const char* eval_form : {"_native_batch_norm_legit_no_training",
+                                "_native_batch_norm_legit_functional", "_batch_norm_no_update"}) {
+    m.impl(eval_form, torch::CppFunction::makeFromBoxedFunction<&batch_norm_eval_kernel>());
+  }
 }
 
 }  // namespace

@@ -149,13 +149,17 @@ def _bn_out_call(form, x, w, b, rm, rv, outs):
         return aten._native_batch_norm_legit.out(x, w, b, rm, rv, form == "legit_train", 0.1,
                                                  1e-5, out=outs[0], save_mean=outs[1],
                                                  save_invstd=outs[2])
+    if form in ("native_train", "native_eval"):
+        return aten.native_batch_norm.out(x, w, b, rm, rv, form == "native_train", 0.1, 1e-5,
+                                          out=outs[0], save_mean=outs[1], save_invstd=outs[2])
     return aten._native_batch_norm_legit.no_stats_out(x, w, b, True, 0.1, 1e-5, out=outs[0],
                                                       save_mean=outs[1], save_invstd=outs[2])
 
 
 @pytest.mark.parametrize("presized", [False, True])
 @pytest.mark.parametrize("channels_last", [False, True])
-@pytest.mark.parametrize("form", ["with_update", "legit_train", "legit_eval", "no_stats"])
+@pytest.mark.parametrize("form", ["with_update", "legit_train", "legit_eval", "no_stats",
+                                  "native_train", "native_eval"])
 def test_batch_norm_out_forms_match_cpu(form, channels_last, presized):
     g = torch.Generator().manual_seed(0)
     x = torch.randn(4, 3, 5, 5, generator=g)
@@ -181,11 +185,59 @@ def test_batch_norm_out_forms_match_cpu(form, channels_last, presized):
         lay = layout_outs[i]
         assert d.shape == lay.shape and d.stride() == lay.stride() and d.dtype == lay.dtype
         # reserve, and the saved statistics in evaluation: left untouched on both sides.
-        if i == 0 or (i < 3 and form != "legit_eval"):
+        if i == 0 or (i < 3 and not form.endswith("_eval")):
             torch.testing.assert_close(d.cpu(), c, rtol=1e-5, atol=1e-5)
     # The running statistics are updated in place like the CPU's (or left alone).
     torch.testing.assert_close(rm_d.cpu(), rm, rtol=1e-6, atol=1e-6)
     torch.testing.assert_close(rv_d.cpu(), rv, rtol=1e-6, atol=1e-6)
+
+
+_BN_EVAL_FORMS = {
+    "legit_functional_eval": lambda x, w, b, rm, rv: torch.ops.aten._native_batch_norm_legit_functional(
+        x, w, b, rm, rv, False, 0.1, 1e-5),
+    "legit_functional_train": lambda x, w, b, rm, rv: torch.ops.aten._native_batch_norm_legit_functional(
+        x, w, b, rm, rv, True, 0.1, 1e-5),
+    "legit_no_training": lambda x, w, b, rm, rv: torch.ops.aten._native_batch_norm_legit_no_training(
+        x, w, b, rm, rv, 0.1, 1e-5),
+    "no_update": lambda x, w, b, rm, rv: torch.ops.aten._batch_norm_no_update(
+        x, w, b, rm, rv, 0.1, 1e-5),
+}
+
+
+# The CPU's _batch_norm_no_update fails without a weight (its decomposition passes None to
+# _select_batch_norm_backend) and crashes without running statistics: those pairs are left out.
+@pytest.mark.parametrize("form,affine", [(f, a) for f in _BN_EVAL_FORMS for a in (True, False)
+                                         if f != "no_update" or a])
+def test_batch_norm_functional_eval_forms_match_cpu(form, affine):
+    # Issue 18: in evaluation these returned save_mean/save_invstd of shape [C] (the meta
+    # functions' CUDA shape) where the CPU returns empty tensors, as native_batch_norm does.
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(4, 3, 5, generator=g)
+    w, b = (torch.randn(3, generator=g), torch.randn(3, generator=g)) if affine else (None, None)
+    rm, rv = torch.randn(3, generator=g), torch.rand(3, generator=g) + 0.5
+    fn = _BN_EVAL_FORMS[form]
+    want = fn(x, w, b, rm, rv)
+    dev = lambda t: None if t is None else t.to("tpu")  # noqa: E731
+    got = fn(dev(x), dev(w), dev(b), dev(rm), dev(rv))
+    assert len(got) == len(want)
+    for gt, wt in zip(got, want):
+        assert gt.shape == wt.shape and gt.dtype == wt.dtype and gt.stride() == wt.stride()
+        torch.testing.assert_close(gt.cpu(), wt, rtol=1e-5, atol=1e-5)
+
+
+def test_batch_norm_eval_backward_matches_cpu():
+    # The eval forms' backward reads the running statistics, not the (now empty) saved ones.
+    g = torch.Generator().manual_seed(2)
+    x, w, b = torch.randn(4, 3, 5, generator=g), torch.randn(3, generator=g), torch.randn(3, generator=g)
+    rm, rv = torch.randn(3, generator=g), torch.rand(3, generator=g) + 0.5
+    grads = []
+    for d in ("cpu", "tpu"):
+        xs, ws, bs = (t.clone().to(d).requires_grad_() for t in (x, w, b))
+        y = torch.nn.functional.batch_norm(xs, rm.to(d), rv.to(d), ws, bs, training=False)
+        (y * torch.arange(60.0).reshape(4, 3, 5).to(d)).sum().backward()
+        grads.append([t.grad.cpu() for t in (xs, ws, bs)])
+    for a, c in zip(grads[1], grads[0]):
+        torch.testing.assert_close(a, c, rtol=1e-5, atol=1e-5)
 
 
 # ---- backward ops' out= overloads (issue 18: grid_sampler_3d_backward.out rejected `out0`,
