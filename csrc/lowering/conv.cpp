@@ -10,6 +10,7 @@
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -32,6 +33,36 @@ Value conv(FunctionBuilder& b, Value lhs, Value rhs, const ConvSpec& s,
 }
 
 std::vector<int64_t> ones(size_t n) { return std::vector<int64_t>(n, 1); }
+
+// Any element of v inf or NaN, as a tensor<i1>.
+Value any_nonfinite(FunctionBuilder& b, Value v) {
+  std::vector<int64_t> all;
+  for (int64_t d = 0; d < v.rank(); ++d) all.push_back(d);
+  Value finite =
+      b.reduce_simple(shlo::is_finite(b, v), b.constant(1, TensorType(ElementType::kPred, {})), all,
+                      "stablehlo.and");
+  return b.unary("stablehlo.not", finite);
+}
+
+using ExactFn = std::function<Value(FunctionBuilder&, const std::vector<Value>&)>;
+
+// `fast` unless `pending`; then `exact` of `state` (a while loop of at most one trip stands for
+// a conditional, so the exact form costs nothing when no operand is inf or NaN; the loop state
+// carries what the exact form reads).
+Value unless_nonfinite(FunctionBuilder& b, Value pending, Value fast,
+                       const std::vector<Value>& state, const ExactFn& exact) {
+  std::vector<Value> init{pending, fast};
+  init.insert(init.end(), state.begin(), state.end());
+  std::vector<Value> st = b.while_loop(
+      init, [](FunctionBuilder&, const std::vector<Value>& s) { return std::vector<Value>{s[0]}; },
+      [&](FunctionBuilder& ib, const std::vector<Value>& s) {
+        std::vector<Value> out(s.begin(), s.end());
+        out[0] = ib.constant(0, s[0].type);
+        out[1] = exact(ib, std::vector<Value>(s.begin() + 2, s.end()));
+        return out;
+      });
+  return st[1];
+}
 
 // Per spatial dim parameters, each broadcast from a single value when given as one int.
 struct Params {
@@ -79,11 +110,77 @@ Value conv_forward(FunctionBuilder& b, Value x, Value w, const Params& p,
   return conv(b, x, w, s, out_shape, out_dtype);
 }
 
+// Transposed convolution as the CPU computes it (gemm, then col2im/col2vol): every input element
+// times every tap, each tap's products placed at i * stride + k * dil - pad by stablehlo.pad and
+// summed. No weight ever meets the zeros of the dilation or the padding, so an inf or NaN weight
+// reaches only the outputs its products reach (XLA's convolution multiplies them by those zeros:
+// a NaN weight made its whole output channel NaN). x (N, Cin, *in), w (Cin, Cout/g, *k).
+Value conv_transposed_scatter(FunctionBuilder& b, Value x, Value w, const Params& p,
+                              const std::vector<int64_t>& out_shape, ElementType out_dtype) {
+  size_t nd = static_cast<size_t>(x.rank() - 2);
+  int64_t g = p.groups, n = x.shape()[0], cin = w.shape()[0], cout_g = w.shape()[1];
+  int64_t in_numel = 1, taps = 1;
+  for (size_t i = 0; i < nd; ++i) {
+    in_numel *= x.shape()[i + 2];
+    taps *= w.shape()[i + 2];
+  }
+  ElementType acc = opmath_type(out_dtype);
+  // (g, N, S, Cout/g, K): batch g, contract Cin/g.
+  Value xs = b.reshape(x, {n, g, cin / g, in_numel});
+  Value ws = b.reshape(w, {g, cin / g, cout_g, taps});
+  Value prod =
+      b.dot_general(xs, ws, {1}, {0}, {2}, {1}, TensorType(acc, {g, n, in_numel, cout_g, taps}));
+  std::vector<int64_t> in_shape{n, g * cout_g};
+  for (size_t i = 0; i < nd; ++i) in_shape.push_back(x.shape()[i + 2]);
+  Value zero = b.constant(0, TensorType(acc, {}));
+  Value sum = b.broadcast_to(zero, out_shape);
+  std::vector<int64_t> k(nd, 0);
+  for (int64_t t = 0; t < taps; ++t) {
+    // k: the tap's multi-index (last dim fastest, as the weight is laid out).
+    for (int64_t r = t, i = static_cast<int64_t>(nd) - 1; i >= 0; --i) {
+      int64_t ki = w.shape()[static_cast<size_t>(i) + 2];
+      k[static_cast<size_t>(i)] = r % ki;
+      r /= ki;
+    }
+    std::vector<int64_t> lo{0, 0}, hi{0, 0}, interior{0, 0};
+    bool reaches = true;
+    for (size_t i = 0; i < nd; ++i) {
+      int64_t in = x.shape()[i + 2], span = (in - 1) * p.stride[i] + 1;
+      int64_t l = k[i] * p.dilation[i] - p.padding[i];
+      int64_t h = out_shape[i + 2] - l - span;
+      reaches = reaches && l < out_shape[i + 2] && l + span > 0;
+      lo.push_back(l);
+      hi.push_back(h);
+      interior.push_back(p.stride[i] - 1);
+    }
+    if (!reaches) continue;
+    Value tap = b.slice(prod, {0, 0, 0, 0, t}, {g, n, in_numel, cout_g, t + 1}, {1, 1, 1, 1, 1});
+    // (g, N, S, Cout/g) -> (N, g, Cout/g, S) -> (N, Cout, *in)
+    tap = b.reshape(b.transpose(b.reshape(tap, {g, n, in_numel, cout_g}), {1, 0, 3, 2}), in_shape);
+    sum = b.add(sum, b.pad(tap, zero, lo, hi, interior));
+  }
+  return sum;
+}
+
 // Transposed convolution: x (N, Cin, *), w (Cin, Cout/g, *k) -> (N, Cout, *out) with
 // out = (in - 1) * stride - 2 * pad + dil * (k - 1) + output_padding + 1; `out_shape` decides
-// the high padding, so the same code serves grad_input of a regular convolution.
+// the high padding, so the same code serves grad_input of a regular convolution. XLA's
+// convolution runs unless a weight is inf or NaN; then the scatter form above does.
+Value conv_transposed_xla(FunctionBuilder& b, Value x, Value w, const Params& p,
+                          const std::vector<int64_t>& out_shape, ElementType out_dtype);
+
 Value conv_transposed(FunctionBuilder& b, Value x, Value w, const Params& p,
                       const std::vector<int64_t>& out_shape, ElementType out_dtype) {
+  Value fast = conv_transposed_xla(b, x, w, p, out_shape, out_dtype);
+  if (!shlo::is_float(w.dtype())) return fast;
+  return unless_nonfinite(b, any_nonfinite(b, w), fast, {x, w},
+                          [&](FunctionBuilder& ib, const std::vector<Value>& s) {
+                            return conv_transposed_scatter(ib, s[0], s[1], p, out_shape, out_dtype);
+                          });
+}
+
+Value conv_transposed_xla(FunctionBuilder& b, Value x, Value w, const Params& p,
+                          const std::vector<int64_t>& out_shape, ElementType out_dtype) {
   size_t nd = static_cast<size_t>(x.rank() - 2);
   int64_t g = p.groups;
   int64_t cin = w.shape()[0], cout_g = w.shape()[1];
@@ -120,8 +217,8 @@ Value conv_transposed(FunctionBuilder& b, Value x, Value w, const Params& p,
 // dL/dw of a regular convolution with input x (N, Cin, *) and upstream gradient dy
 // (N, Cout, *out): (Cout, Cin/g, *k). Convolves x (batch and feature swapped) with dy as the
 // kernel: the window stride is the forward dilation and the kernel dilation the forward stride.
-Value conv_weight_grad(FunctionBuilder& b, Value x, Value dy, const Params& p,
-                       const std::vector<int64_t>& w_shape, ElementType out_dtype) {
+Value conv_weight_grad_xla(FunctionBuilder& b, Value x, Value dy, const Params& p,
+                           const std::vector<int64_t>& w_shape, ElementType out_dtype) {
   size_t nd = static_cast<size_t>(x.rank() - 2);
   ConvSpec s;
   // lhs x: dim 0 (N) is the contracted feature, dim 1 (Cin) the batch.
@@ -146,6 +243,35 @@ Value conv_weight_grad(FunctionBuilder& b, Value x, Value dy, const Params& p,
   }
   s.batch_group_count = p.groups;
   return conv(b, x, dy, s, w_shape, out_dtype);
+}
+
+// Grouped weight gradient: XLA's batch_group_count form lets an inf or NaN of one group reach
+// the other groups' gradients (inf * 0 = NaN; a transposed convolution's input with an inf
+// made another group's weight gradient NaN). With a non-finite operand, the ungrouped gradient
+// (every input channel against every output channel) is computed instead and its diagonal
+// blocks are picked by select: the other groups' products are dropped, not multiplied by zero.
+Value conv_weight_grad(FunctionBuilder& b, Value x, Value dy, const Params& p,
+                       const std::vector<int64_t>& w_shape, ElementType out_dtype) {
+  Value fast = conv_weight_grad_xla(b, x, dy, p, w_shape, out_dtype);
+  const int64_t g = p.groups;
+  if (g == 1 || !shlo::is_float(x.dtype()) || !shlo::is_float(dy.dtype())) return fast;
+  Value pending = b.binary("stablehlo.or", any_nonfinite(b, x), any_nonfinite(b, dy));
+  return unless_nonfinite(
+      b, pending, fast, {x, dy}, [&](FunctionBuilder& ib, const std::vector<Value>& s) {
+        Params p1 = p;
+        p1.groups = 1;
+        int64_t rows = w_shape[0], cols = w_shape[1], taps = 1;
+        for (size_t i = 2; i < w_shape.size(); ++i) taps *= w_shape[i];
+        std::vector<int64_t> full = w_shape;
+        full[1] = cols * g;
+        Value r = conv_weight_grad_xla(ib, s[0], s[1], p1, full, out_dtype);
+        r = ib.reshape(r, {g, rows / g, g, cols, taps});
+        TensorType grid(ElementType::kS64, r.shape());
+        Value diag = ib.compare(ib.iota(grid, 0), ib.iota(grid, 2), shlo::CompareDirection::kEQ);
+        Value zero = ib.constant(0, TensorType(r.dtype(), {}));
+        r = ib.select(diag, r, ib.broadcast_to(zero, r.shape()));
+        return ib.reshape(ib.reduce_simple(r, zero, {2}, "stablehlo.add"), w_shape);
+      });
 }
 
 // Adds a leading batch dim to unbatched inputs (weight rank == input rank + 1).

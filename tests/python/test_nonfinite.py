@@ -184,3 +184,54 @@ def test_batch_norm_nonfinite(case):
     cpu, tpu = _batch_norm_both(x, training, mean, var, weight, bias, eps)
     for c, t in zip(cpu, tpu):
         _close(t, c)
+
+
+# ---- transposed convolution with inf/NaN weights (issue 18: conv_transpose3d created NaNs) ----
+# XLA's convolution multiplies every weight by the zeros it dilates and pads the input with, so a
+# NaN weight made its whole output channel NaN; the CPU's gemm + col2im adds only real products,
+# as the definition (the sum of x[i] * w[k] over i * stride + k * dilation - padding = o) does.
+# The CPU's oneDNN path (float32 with batches, 1-D and 2-D here) multiplies by those zeros too, so
+# the reference is the CPU with oneDNN off: its slow_conv_transpose kernels.
+
+def _weight_with_nonfinite(shape, seed):
+    w = torch.randn(shape, generator=torch.Generator().manual_seed(seed))
+    flat = w.view(-1)
+    flat[0], flat[flat.numel() // 3], flat[-1] = INF, NAN, -INF
+    return w
+
+
+@pytest.mark.parametrize("nd", [1, 2, 3])
+@pytest.mark.parametrize("kw", [{}, {"stride": 2}, {"stride": 2, "padding": 1},
+                                {"stride": 3, "padding": 1, "output_padding": 2},
+                                {"dilation": 2, "padding": 1}, {"groups": 2, "stride": 2}],
+                         ids=["plain", "stride", "stride_pad", "output_padding", "dilation",
+                              "groups"])
+def test_conv_transpose_nonfinite_weight(nd, kw):
+    g = torch.Generator().manual_seed(nd)
+    x = torch.randn((2, 4) + (5, 4, 3)[:nd], generator=g)
+    x.view(-1)[7] = INF
+    w = _weight_with_nonfinite((4, 3) + (3, 2, 2)[:nd], nd)
+    conv = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}[nd]
+    before = fallback_counts()
+    xs = [x.clone().requires_grad_(), x.to("tpu").requires_grad_()]
+    ws = [w.clone().requires_grad_(), w.to("tpu").requires_grad_()]
+    with torch.backends.mkldnn.flags(enabled=False):
+        ys = [conv(xs[i], ws[i], **kw) for i in range(2)]
+        _close(ys[1], ys[0].detach())
+        for i in range(2):
+            ys[i].sum().backward()
+    _close(xs[1].grad, xs[0].grad)
+    _close(ws[1].grad, ws[0].grad)
+    assert fallback_counts() == before
+
+
+@pytest.mark.parametrize("kw", [{}, {"stride": 2, "padding": 1}])
+def test_conv_input_grad_nonfinite_weight(kw):
+    # grad_input of a convolution is a transposed convolution of the output gradient.
+    x = torch.randn(2, 3, 6, 6, generator=torch.Generator().manual_seed(0))
+    w = _weight_with_nonfinite((4, 3, 3, 3), 1)
+    xc, xt = x.clone().requires_grad_(), x.to("tpu").requires_grad_()
+    with torch.backends.mkldnn.flags(enabled=False):
+        F.conv2d(xc, w, **kw).sum().backward()
+    F.conv2d(xt, w.to("tpu"), **kw).sum().backward()
+    _close(xt.grad, xc.grad)
