@@ -287,6 +287,25 @@ std::vector<int64_t> batched_shape(std::vector<int64_t> shape, const Value& w) {
   return shape;
 }
 
+// The channel checks of the CPU's check_shape_forward (aten::convolution reaches the lowering
+// without at::_convolution's checks, and a mismatch failed in XLA's compiler instead).
+void check_channels(const Value& x, const Value& w, int64_t groups, bool transposed) {
+  const int64_t cin = x.shape()[1];
+  if (transposed) {
+    TORCH_CHECK(cin == w.shape()[0], "Given transposed=1, weight of size ",
+                c10::IntArrayRef(w.shape()), ", expected input", c10::IntArrayRef(x.shape()),
+                " to have ", w.shape()[0], " channels, but got ", cin, " channels instead");
+    return;
+  }
+  TORCH_CHECK(w.shape()[0] % groups == 0, "Given groups=", groups,
+              ", expected weight to be divisible by ", groups,
+              " at dimension 0, but got weight of size [", c10::IntArrayRef(w.shape()),
+              "] instead");
+  TORCH_CHECK(cin == w.shape()[1] * groups, "Given groups=", groups, ", weight of size ",
+              c10::IntArrayRef(w.shape()), ", expected input", c10::IntArrayRef(x.shape()),
+              " to have ", w.shape()[1] * groups, " channels, but got ", cin, " channels instead");
+}
+
 std::vector<Value> lower_convolution(LoweringContext& ctx) {
   FunctionBuilder& b = ctx.b;
   const TensorType& out = ctx.out_type();
@@ -296,6 +315,7 @@ std::vector<Value> lower_convolution(LoweringContext& ctx) {
   size_t nd = static_cast<size_t>(w.rank() - 2);
   Params p = read_params(ctx, nd);
   bool transposed = ctx.bool_arg(ctx.index_of("transposed"));
+  check_channels(x, w, p.groups, transposed);
   std::vector<int64_t> out_shape = batched_shape(out.shape, w);
   Value w_c = b.convert(w, x.dtype());
   Value y;

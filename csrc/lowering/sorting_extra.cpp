@@ -185,12 +185,6 @@ std::vector<Value> search_impl(LoweringContext& ctx, size_t seq_i, size_t val_i,
   return {coerce(b, b.reshape(binary_search(b, seq2, vals2, right), out.shape), out)};
 }
 
-std::string dims_str(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-  return s + "]";
-}
-
 // The CPU's searchsorted_pre_check (ATen/native/BucketizationUtils.h) on shapes: the search
 // below reads the last dim of both operands, so a shape the CPU refuses must not reach it (a 0-d
 // value against a 2-D sequence read past the end of its shape).
@@ -210,7 +204,7 @@ void check_search_shapes(const Value& seq, const Value& vals) {
               "torch.searchsorted(): boundaries tensor should be 1 dimension or the first N-1 "
               "dimensions of boundaries tensor and input value tensor must match, but we got "
               "boundaries tensor ",
-              dims_str(ss), " and input value tensor ", dims_str(vs));
+              c10::IntArrayRef(ss), " and input value tensor ", c10::IntArrayRef(vs));
 }
 
 // searchsorted(sorted_sequence, self, *, out_int32, right, side, sorter), .Tensor and .Scalar.

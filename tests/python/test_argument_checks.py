@@ -126,3 +126,33 @@ def test_zero_division_in_a_compiled_graph():
         g(a.to("tpu"), b.to("tpu")).cpu()
     good = torch.tensor([2, 3])
     assert_close(g(a.to("tpu"), good.to("tpu")).cpu(), f(a, good))
+
+
+# Shapes the CPU's convolution refuses (check_shape_forward): they failed in XLA's compiler on
+# tpu ("XLA failed to compile aten::convolution"); now the lowering raises the CPU's message.
+CONV_SHAPE_CASES = {
+    "conv2d_channels": lambda d: torch.nn.functional.conv2d(
+        torch.zeros(2, 3, 5, 5, device=d), torch.zeros(4, 2, 3, 3, device=d)),
+    "conv2d_groups_channels": lambda d: torch.nn.functional.conv2d(
+        torch.zeros(2, 3, 5, 5, device=d), torch.zeros(4, 2, 3, 3, device=d), groups=2),
+    "conv1d_weight_not_divisible": lambda d: torch.nn.functional.conv1d(
+        torch.zeros(2, 4, 5, device=d), torch.zeros(3, 2, 3, device=d), groups=2),
+    "conv_transpose2d_channels": lambda d: torch.nn.functional.conv_transpose2d(
+        torch.zeros(2, 3, 4, 4, device=d), torch.zeros(2, 3, 2, 2, device=d)),
+    "conv_transpose3d_channels": lambda d: torch.nn.functional.conv_transpose3d(
+        torch.zeros(1, 3, 2, 2, 2, device=d), torch.zeros(2, 3, 2, 2, 2, device=d)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONV_SHAPE_CASES))
+def test_convolution_shape_mismatch_raises_the_cpu_error(name):
+    fn = CONV_SHAPE_CASES[name]
+    kind, message = cpu_raises(fn)
+    with pytest.raises(kind) as info:
+        fn("tpu")
+    # A regular convolution's input channels are refused earlier, by PyTorch's meta function
+    # (its own wording); everything else by the lowering, in the CPU's words (its doubled
+    # brackets included).
+    wording = "Invalid channel dimensions" if name.startswith("conv2d") else message
+    assert wording in str(info.value)
+    assert_usable()
