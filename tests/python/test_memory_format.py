@@ -181,3 +181,27 @@ def test_slice_inverse_matches_cpu(case, transposed):
     assert got.shape == want.shape and got.stride() == want.stride()
     assert got.storage_offset() == want.storage_offset()
     assert torch.equal(got.cpu(), want)
+
+
+def test_im2col_out_into_strided_out_keeps_logical_values():
+    # Issue 18 listed im2col.out among forms failing to lower; every kernel/dilation/padding/
+    # stride combination we tried matches the CPU. One form differs by the CPU's fault: into a
+    # non-contiguous out, the CPU's im2col_out writes the contiguous layout through the raw
+    # pointer (its values are the contiguous result reinterpreted with out's strides); tpu writes
+    # the logical values, as the functional im2col gives them.
+    x = torch.randn(1, 2, 5, 5, generator=torch.Generator().manual_seed(0))
+    args = ([2, 2], [1, 1], [0, 0], [1, 1])
+    want = torch.ops.aten.im2col(x, *args)
+    out = torch.empty(1, 16, 8, device="tpu").transpose(1, 2)
+    got = torch.ops.aten.im2col.out(x.to("tpu"), *args, out=out)
+    assert got is out and out.stride() == (128, 1, 8)
+    torch.testing.assert_close(out.cpu(), want, rtol=0, atol=0)
+    cpu_out = torch.empty(1, 16, 8).transpose(1, 2)
+    torch.ops.aten.im2col.out(x, *args, out=cpu_out)
+    assert torch.equal(torch.as_strided(cpu_out, (1, 8, 16), (128, 16, 1)), want)  # the CPU bug
+    for k, d, p, s in [([3, 2], [2, 1], [1, 2], [2, 1]), ([2, 2], [3, 3], [2, 2], [3, 3]),
+                       ([4, 1], [1, 2], [0, 3], [1, 4])]:
+        ref = torch.ops.aten.im2col(x, k, d, p, s)
+        res = torch.ops.aten.im2col.out(x.to("tpu"), k, d, p, s,
+                                        out=torch.empty(0, device="tpu"))
+        torch.testing.assert_close(res.cpu(), ref, rtol=0, atol=0)

@@ -235,3 +235,39 @@ def test_conv_input_grad_nonfinite_weight(kw):
         F.conv2d(xc, w, **kw).sum().backward()
     F.conv2d(xt, w.to("tpu"), **kw).sum().backward()
     _close(xt.grad, xc.grad)
+
+
+# ---- alpha == 0 in the add*mm family ----
+# The CPU's BLAS calls skip the product when alpha == 0 (so an inf in a matrix does not become
+# NaN) for float32/float64 addmm, addmv and addbmm and for baddbmm above its 400-element naive
+# kernel, but not in its bfloat16 paths, its small-baddbmm kernel or addr: the CPU has no one
+# rule. tpu follows the documented formula beta * input + alpha * (A @ B) (IEEE: 0 * inf = NaN),
+# as those other CPU paths do; beta == 0 ignores the input, as documented.
+
+@pytest.mark.parametrize("op", ["addmm", "addmv", "addbmm", "baddbmm", "addr"])
+@pytest.mark.parametrize("beta", [1.0, 0.0])
+def test_addmm_family_alpha_zero_follows_the_formula(op, beta):
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(3, 4, 5, generator=g), torch.randn(3, 5, 6, generator=g)
+    a[0, 0, 0] = INF
+    b[1, 1, 1] = NAN
+    forms = {
+        "addmm": (lambda t, x, y: torch.addmm(t, x, y, beta=beta, alpha=0.0),
+                  torch.randn(4, 6, generator=g), a[0], b[1], lambda x, y: x @ y),
+        "addmv": (lambda t, x, y: torch.addmv(t, x, y, beta=beta, alpha=0.0),
+                  torch.randn(4, generator=g), a[0], b[0, :, 0], lambda x, y: x @ y),
+        "addbmm": (lambda t, x, y: torch.addbmm(t, x, y, beta=beta, alpha=0.0),
+                   torch.randn(4, 6, generator=g), a, b, lambda x, y: (x @ y).sum(0)),
+        "baddbmm": (lambda t, x, y: torch.baddbmm(t, x, y, beta=beta, alpha=0.0),
+                    torch.randn(3, 4, 6, generator=g), a, b, lambda x, y: x @ y),
+        "addr": (lambda t, x, y: torch.addr(t, x, y, beta=beta, alpha=0.0),
+                 torch.randn(4, 6, generator=g), a[0, :, 0], b[1, 1], torch.outer),
+    }
+    fn, t, x, y, product = forms[op]
+    t.view(-1)[1] = NAN
+    want = 0.0 * product(x, y) + (beta * t if beta else torch.zeros_like(t))
+    got = fn(t.to("tpu"), x.to("tpu"), y.to("tpu"))
+    _close(got, want)
+    out = torch.empty(0, device="tpu")
+    _close(getattr(torch, op)(t.to("tpu"), x.to("tpu"), y.to("tpu"), beta=beta, alpha=0.0,
+                              out=out), want)
