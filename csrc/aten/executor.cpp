@@ -17,15 +17,14 @@
 #include <unordered_map>
 
 #include "aten/call_state.h"
-#include "aten/check_outputs.h"
 #include "aten/fallback_rng.h"
 #include "aten/host_transfer.h"
 #include "aten/warmup.h"
 #include "config/config.h"
 #include "device/current_device.h"
 #include "device/generator.h"
+#include "exec/program.h"
 #include "lowering/checks.h"
-#include "lowering/strided.h"
 #include "runtime/compile.h"
 #include "runtime/inflight.h"
 #include "runtime/metrics.h"
@@ -38,41 +37,24 @@ namespace torchtpu::aten {
 namespace {
 
 using lowering::LArg;
-using lowering::StridedView;
 using shlo::ElementType;
 using shlo::TensorType;
 using shlo::Value;
 
 // ---------------------------------------------------------------------------------------------
-// Per-call state: the signature key and the runtime values that feed the program's parameters.
-
 // ---------------------------------------------------------------------------------------------
-// A compiled program for one signature and how its outputs land.
+// An eager op's program (exec/program.h) and how its returns map onto the op's schema.
 
-struct OutputSink {
-  bool to_storage = false;  // else: a new returned tensor
-  int index = 0;            // return index, or param index of the storage written
-  std::vector<int64_t> dims;
-  c10::ScalarType dtype = c10::kFloat;
-  ElementType element_type = ElementType::kF32;
-  // A returned tensor in a memory format other than contiguous (channels_last): `dims` is the
-  // buffer's physical shape and these are the tensor's; empty otherwise.
-  std::vector<int64_t> sizes, strides;
-};
+using exec::OutputSink;
 
-struct Entry {
+struct Entry : exec::ProgramEntry {
   bool fallback = false;  // the lowering declined this signature: run on CPU
   std::string fallback_reason;
-  std::shared_ptr<runtime::Program> program;
-  std::vector<int> used_params;  // program argument k is CallState.params[used_params[k]]
-  std::vector<OutputSink> outputs;
   size_t num_returns = 0;
   // Functional ops that return Tensor[] (_fused_adam, _foreach_*): per schema return, the
   // number of the program's outputs that form its list, or -1 for a single tensor. Empty when
   // every return is a tensor, so the outputs are the returns.
   std::vector<int> return_lists;
-  uint64_t rng_numel = 0;
-  runtime::CheckSpecs checks;  // device-side checks: the program's last output holds them
 };
 
 struct Cache {
@@ -228,234 +210,43 @@ std::vector<int64_t> memory_format_perm(const c10::IValue& meta) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Building: an eager op is a one-node program spec whose arguments are the call's slots.
 
-class ProgramBuilder {
- public:
-  ProgramBuilder(const OpPlan& plan, CallState& state, const torch::jit::Stack& stack, size_t first)
-      : plan_(plan),
-        state_(state),
-        stack_(stack),
-        first_(first),
-        param_values_(state.params.size()) {}
-
-  // `layouts`: per functional output, the memory_format_perm of its meta tensor (or none).
-  std::shared_ptr<Entry> build(const std::vector<TensorType>& out_types,
-                               const std::vector<std::vector<int64_t>>& layouts = {}) {
-    auto entry = std::make_shared<Entry>();
-    auto& b = module_.main();
-    const auto& schema = plan_.lowered_op->schema();
-    std::vector<LArg> largs;
-    for (size_t j = 0; j < plan_.arg_map.size(); ++j) {
-      largs.push_back(to_larg(state_.args[plan_.arg_map[j]], stack_[first_ + plan_.arg_map[j]]));
-    }
-    lowering::LoweringContext ctx(b, schema, std::move(largs), out_types,
-                                  runtime::get().platform());
-    ctx.set_rng_source([this, entry]() -> Value {
-      // The device's default generator, drawn at every launch (index -1 in used_params).
-      if (!default_rng_) {
-        default_rng_ = module_.main().add_argument(TensorType(ElementType::kU64, {2}));
-        used_params_.push_back(-1);
-      }
-      return *default_rng_;
-    });
-    lowering::CheckCollector collector;
-    std::vector<Value> results = (*plan_.lowering)(ctx);
-    std::vector<lowering::DeviceCheck> checks = collector.take();
-    TORCH_CHECK(results.size() == out_types.size(), "torchtpu: lowering of ", plan_.lowering_name,
-                " returned ", results.size(), " values, the op has ", out_types.size());
-    for (size_t i = 0; i < results.size(); ++i) {
-      TORCH_CHECK(results[i].type == out_types[i], "torchtpu: lowering of ", plan_.lowering_name,
-                  " produced ", results[i].type.str(), " for output ", i, " but PyTorch expects ",
-                  out_types[i].str());
-    }
-    std::vector<Value> outputs;
-    if (plan_.variant == Variant::kFunctional) {
-      for (size_t i = 0; i < results.size(); ++i) {
-        OutputSink sink;
-        sink.index = static_cast<int>(i);
-        sink.dims = results[i].shape();
-        sink.element_type = results[i].dtype();
-        sink.dtype = lowering::to_scalar_type(sink.element_type);
-        Value out = results[i];
-        if (i < layouts.size() && !layouts[i].empty()) {
-          // Stored in its physical order; the returned tensor gets the CPU's strides.
-          const std::vector<int64_t>& perm = layouts[i];
-          sink.sizes = sink.dims;
-          sink.strides.assign(perm.size(), 0);
-          int64_t stride = 1;
-          for (size_t k = perm.size(); k-- > 0;) {
-            sink.strides[static_cast<size_t>(perm[k])] = stride;
-            stride *= sink.sizes[static_cast<size_t>(perm[k])];
-          }
-          out = b.transpose(out, perm);
-          sink.dims = out.shape();
-        }
-        entry->outputs.push_back(sink);
-        outputs.push_back(out);
-      }
-      entry->num_returns = results.size();
-    } else {
-      // Writes land in order; a storage written twice keeps the last write on top of the first.
-      std::vector<int> written;
-      // A written Tensor[] (_foreach_add_, _fused_adam_) takes one result per element.
-      std::vector<const ArgDesc*> targets;
-      for (size_t m : plan_.mutated_args) {
-        const ArgDesc& d = state_.args[m];
-        if (d.kind == ArgDesc::Kind::kTensorList) {
-          for (const ArgDesc& item : d.items) targets.push_back(&item);
-        } else {
-          targets.push_back(&d);
-        }
-      }
-      TORCH_CHECK(targets.size() == results.size(), "torchtpu: ", plan_.called_name, " writes ",
-                  targets.size(), " tensors but its lowering returned ", results.size());
-      for (size_t i = 0; i < targets.size(); ++i) {
-        const ArgDesc& d = *targets[i];
-        TORCH_CHECK(d.kind == ArgDesc::Kind::kTensor, "torchtpu: ", plan_.called_name,
-                    " mutates a non-tensor argument");
-        Value v = b.convert(results[i], lowering::to_element_type(d.dtype));
-        const Param& p = state_.params[static_cast<size_t>(d.param)];
-        bool fresh = current_.count(d.param) == 0;
-        std::optional<Value> base;
-        if (!fresh) {
-          base = current_[d.param];
-        } else if (p.buffer) {
-          base = param_value(d.param);
-        }
-        TORCH_CHECK(v.shape() == d.view.sizes, "torchtpu: ", plan_.called_name,
-                    " result shape differs from the written tensor");
-        current_[d.param] = lowering::write_storage(b, base, p.dims, p.dtype, view_of(d), v);
-        bool seen = false;
-        for (int w : written) seen |= w == d.param;
-        if (!seen) written.push_back(d.param);
-      }
-      for (int w : written) {
-        OutputSink sink;
-        sink.to_storage = true;
-        sink.index = w;
-        sink.dims = current_[w].shape();
-        sink.element_type = current_[w].dtype();
-        sink.dtype = lowering::to_scalar_type(sink.element_type);
-        entry->outputs.push_back(sink);
-        outputs.push_back(current_[w]);
-      }
-      entry->num_returns = plan_.mutated_args.size();
-    }
-    entry->checks = append_check_output(b, checks, outputs);
-    module_.finish(outputs);
-    entry->used_params = used_params_;
-    uint64_t n = 0;
-    for (const auto& t : out_types) n += static_cast<uint64_t>(t.numel());
-    entry->rng_numel = n;
-    text_ = module_.str();
-    return entry;
+// `layouts`: per functional output, the memory_format_perm of its meta tensor (or none).
+// Fills `entry` but its program; returns the module's text.
+std::string build_program(const OpPlan& plan, CallState& state, const torch::jit::Stack& stack,
+                          size_t first, const std::vector<TensorType>& out_types,
+                          const std::vector<std::vector<int64_t>>& layouts, Entry& entry) {
+  using Arg = exec::NodeArg;
+  exec::ProgramSpec spec;
+  spec.name = plan.called_name;
+  std::vector<Arg> args;
+  for (size_t j : plan.arg_map) {
+    args.push_back({Arg::Kind::kInput, static_cast<int>(j), 0, {}, stack[first + j]});
   }
-
-  const std::string& text() const { return text_; }
-
- private:
-  Value param_value(int index) {
-    auto& slot = param_values_[static_cast<size_t>(index)];
-    if (!slot) {
-      const Param& p = state_.params[static_cast<size_t>(index)];
-      TensorType t = p.kind == Param::Kind::kStorage     ? TensorType(p.dtype, p.dims)
-                     : p.kind == Param::Kind::kGenerator ? TensorType(ElementType::kU64, {2})
-                                                         : TensorType(p.dtype, {});
-      slot = module_.main().add_argument(t);
-      used_params_.push_back(index);
+  spec.nodes.push_back({plan.lowering_name, &plan.lowered_op->schema(), plan.lowering,
+                        plan.descriptor, out_types, false, std::move(args)});
+  const auto result = [](size_t i) {
+    return Arg{Arg::Kind::kNode, 0, static_cast<int>(i), {}, {}};
+  };
+  if (plan.variant == Variant::kFunctional) {
+    for (size_t i = 0; i < out_types.size(); ++i) spec.returns.push_back(result(i));
+    spec.layouts = layouts;
+    entry.num_returns = out_types.size();
+  } else {
+    // A written Tensor[] (_foreach_add_, _fused_adam_) takes one result per element.
+    for (size_t m : plan.mutated_args) {
+      const ArgDesc& d = state.args[m];
+      if (d.kind != ArgDesc::Kind::kTensorList) spec.writes.emplace_back(&d, result(0));
+      for (const ArgDesc& item : d.items) spec.writes.emplace_back(&item, result(0));
     }
-    return *slot;
+    TORCH_CHECK(spec.writes.size() == out_types.size(), "torchtpu: ", plan.called_name, " writes ",
+                spec.writes.size(), " tensors but its lowering returns ", out_types.size());
+    for (size_t i = 0; i < spec.writes.size(); ++i) spec.writes[i].second = result(i);
+    entry.num_returns = plan.mutated_args.size();
   }
-
-  Value read_tensor(const ArgDesc& d) {
-    const Param& p = state_.params[static_cast<size_t>(d.param)];
-    if (p.kind == Param::Kind::kStorage && !p.buffer) {
-      // A never-written storage reads as zeros: a constant XLA folds, never a transfer.
-      return module_.main().constant(0,
-                                     TensorType(lowering::to_element_type(d.dtype), d.view.sizes));
-    }
-    Value base = param_value(d.param);
-    if (p.kind != Param::Kind::kStorage) return base;
-    auto& b = module_.main();
-    ElementType want = lowering::to_element_type(d.dtype);
-    base = lowering::reinterpret(b, base, want);
-    return lowering::read_view(b, base, view_of(d));
-  }
-
-  // The argument's view, with its runtime offset as a program argument when it has one.
-  StridedView view_of(const ArgDesc& d) {
-    if (d.offset_param < 0) return d.view;
-    return view_with_offset(d, param_value(d.offset_param));
-  }
-
-  LArg to_larg(const ArgDesc& d, const c10::IValue& v) {
-    LArg a;
-    switch (d.kind) {
-      case ArgDesc::Kind::kTensor:
-        a.kind = LArg::Kind::kTensor;
-        a.value = read_tensor(d);
-        // The tensor itself, for the few lowerings whose results depend on the input's layout
-        // the way the CPU kernel's do (LU of A^T for contiguous A); strides are in the key.
-        a.ivalue = v;
-        break;
-      case ArgDesc::Kind::kTensorList:
-        a.kind = LArg::Kind::kTensorList;
-        for (const ArgDesc& item : d.items) {
-          if (item.kind == ArgDesc::Kind::kNone) {
-            a.values.push_back(std::nullopt);
-          } else {
-            a.values.push_back(read_tensor(item));
-          }
-        }
-        break;
-      case ArgDesc::Kind::kScalar:
-        a.kind = LArg::Kind::kScalar;
-        a.value = param_value(d.param);
-        a.ivalue = v;
-        break;
-      case ArgDesc::Kind::kScalarList:
-        // lowering/numbers.h: a runtime int list arrives as a list of 0-d values.
-        a.kind = LArg::Kind::kTensorList;
-        for (const ArgDesc& item : d.items) a.values.push_back(param_value(item.param));
-        a.ivalue = v;
-        break;
-      case ArgDesc::Kind::kDefaultScalar: {
-        a.kind = LArg::Kind::kScalar;
-        c10::Scalar s = v.toScalar();
-        TensorType t(lowering::to_element_type(d.dtype), {});
-        a.value = s.isIntegral(true) ? module_.main().constant_int(s.toLong(), t)
-                                     : module_.main().constant(s.toDouble(), t);
-        a.ivalue = v;
-        break;
-      }
-      case ArgDesc::Kind::kGenerator:
-        a.kind = LArg::Kind::kGenerator;
-        a.value = param_value(d.param);
-        a.ivalue = v;
-        break;
-      case ArgDesc::Kind::kConst:
-        a.kind = LArg::Kind::kConst;
-        a.ivalue = v;
-        break;
-      case ArgDesc::Kind::kNone:
-        a.kind = LArg::Kind::kNone;
-        a.ivalue = v;
-        break;
-    }
-    return a;
-  }
-
-  const OpPlan& plan_;
-  CallState& state_;
-  const torch::jit::Stack& stack_;
-  size_t first_;
-  shlo::ModuleBuilder module_;
-  std::vector<std::optional<Value>> param_values_;
-  std::vector<int> used_params_;
-  std::unordered_map<int, Value> current_;
-  std::optional<Value> default_rng_;
-  std::string text_;
-};
+  return exec::build(spec, state, entry);
+}
 
 // ---------------------------------------------------------------------------------------------
 // Launch.
@@ -474,11 +265,7 @@ void launch(const OpPlan& plan, const Entry& entry, CallState& state, torch::jit
     for (size_t i = 0; i < entry.outputs.size(); ++i) {
       const OutputSink& sink = entry.outputs[i];
       TORCH_INTERNAL_ASSERT(!sink.to_storage && sink.index == static_cast<int>(i));
-      at::Tensor t = wrap_buffer(std::move(outputs[i]), sink.dims, sink.dtype, dev);
-      if (!sink.strides.empty()) {
-        t.unsafeGetTensorImpl()->set_sizes_and_strides(sink.sizes, sink.strides);
-      }
-      returns.push_back(std::move(t));
+      returns.push_back(exec::new_tensor(sink, std::move(outputs[i]), dev));
     }
     stack->erase(stack->begin() + static_cast<std::ptrdiff_t>(first), stack->end());
     if (entry.return_lists.empty()) {
@@ -501,9 +288,7 @@ void launch(const OpPlan& plan, const Entry& entry, CallState& state, torch::jit
   for (size_t i = 0; i < entry.outputs.size(); ++i) {
     const OutputSink& sink = entry.outputs[i];
     TORCH_INTERNAL_ASSERT(sink.to_storage);
-    Param& p = state.params[static_cast<size_t>(sink.index)];
-    static_cast<device::StorageHandle*>(p.storage->data_ptr().get_context())
-        ->set_buffer(std::move(outputs[i]), sink.dims, sink.element_type);
+    exec::write_back(sink, std::move(outputs[i]), state);
   }
   c10::SmallVector<c10::IValue, 4> returns;
   // Only what the schema returns: `_fused_adam_` and `_foreach_add_` return nothing,
@@ -754,10 +539,10 @@ std::shared_ptr<Entry> build_entry(const OpPlan& plan, const c10::OperatorHandle
   state = std::move(described);
   std::vector<std::string> desc = describe_args(schema, *stack, first);
   std::string signature = plan.called_name + "(" + join(desc) + ")";
-  ProgramBuilder builder(plan, state, *stack, first);
-  std::shared_ptr<Entry> built;
+  auto built = std::make_shared<Entry>();
+  std::string text;
   try {
-    built = builder.build(out_types, layouts);
+    text = build_program(plan, state, *stack, first, out_types, layouts, *built);
   } catch (const c10::NotImplementedError& e) {
     auto fb = std::make_shared<Entry>();
     fb->fallback = true;
@@ -774,7 +559,7 @@ std::shared_ptr<Entry> build_entry(const OpPlan& plan, const c10::OperatorHandle
     built->return_lists = list_returns(op, called_args, built->outputs.size());
   }
   std::string why = cache().misses.explain_and_record(plan.called_name, desc);
-  built->program = runtime::compile_program(builder.text(), signature, why);
+  built->program = runtime::compile_program(text, signature, why);
   if (!recipe.empty()) runtime::store_recipe(recipe, *built->program, recipe_of(*built));
   return built;
 }

@@ -7,37 +7,20 @@
 
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
+#include "exec/program.h"
 #include "lowering/lowering.h"
 #include "runtime/miss_log.h"
 #include "runtime/program_cache.h"
 
 namespace torchtpu::aten {
 
-struct GraphArg {
-  // kScalarInput: a Python number the compiled function takes as an argument (Dynamo made it a
-  // symbolic int): a graph input holding a 0-d CPU tensor, read by the node as a runtime
-  // Scalar, so a new value never recompiles; `constant` holds a sample of its Python type.
-  enum class Kind { kInput, kNode, kList, kConst, kScalarInput, kNone };
-  Kind kind = Kind::kNone;
-  int index = 0;                // kInput, kScalarInput: graph input; kNode: node
-  int output = 0;               // kNode: which of the node's outputs
-  std::vector<GraphArg> items;  // kList
-  c10::IValue constant;         // kConst; kScalarInput: a sample value
-};
-
-struct GraphNode {
-  c10::OperatorHandle op;
-  std::string name;  // "aten::add.Tensor"
-  const lowering::LoweringFn* lowering = nullptr;
-  const lowering::OpDescriptor* descriptor = nullptr;  // its facts; null for copy_
-  std::vector<GraphArg> args;                          // in schema order
-  std::vector<lowering::TensorType> out_types;
-};
+// A graph's nodes and arguments are the engine's (exec/program.h): kInput is graph input
+// `index`, whose slot is CallState.args[index].
+using GraphArg = exec::NodeArg;
+using GraphNode = exec::Node;
 
 struct GraphStats {
   int64_t compiles = 0;
@@ -48,27 +31,27 @@ struct GraphStats {
 
 class GraphExecutable {
  public:
-  GraphExecutable(std::string name, int num_inputs)
-      : name_(std::move(name)), num_inputs_(num_inputs) {}
+  GraphExecutable(std::string name, int num_inputs);
   // Returns the node index. Throws c10::NotImplementedError when the op has no lowering.
   int add_node(const std::string& op, const std::string& overload, std::vector<GraphArg> args,
                std::vector<lowering::TensorType> out_types);
-  void set_outputs(std::vector<GraphArg> outputs) { outputs_ = std::move(outputs); }
-  const c10::FunctionSchema& schema_of(int node) const { return nodes_.at(node).op.schema(); }
+  void set_outputs(std::vector<GraphArg> outputs);
+  const c10::FunctionSchema& schema_of(int node) const { return *spec_.nodes.at(node).schema; }
   // Runs the graph on tpu tensors; compiles on the first call of each input signature.
   std::vector<c10::IValue> run(const std::vector<at::Tensor>& inputs);
   const std::string& name() const { return name_; }
   GraphStats stats() const;
 
  private:
-  struct Entry;
+  using Entry = exec::ProgramEntry;
   std::shared_ptr<Entry> build(struct CallState& state, const std::vector<at::Tensor>& inputs,
                                const std::string& why);
 
   std::string name_;
   int num_inputs_;
-  std::vector<GraphNode> nodes_;
-  std::vector<GraphArg> outputs_;
+  exec::ProgramSpec spec_;  // returns: the outputs that are nodes'
+  // Per graph output: (0, k) the spec's k-th return, (1, i) graph input i itself, (2, -) None.
+  std::vector<std::pair<int, int>> results_;
   mutable std::mutex mutex_;
   runtime::ProgramCache<Entry> cache_;
   runtime::MissExplainer misses_;

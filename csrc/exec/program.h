@@ -1,0 +1,99 @@
+// The one program engine's build and landing side. Eager ops (aten/executor.cpp) and compiled
+// graphs (aten/graph_executor.cpp) describe what to compute as a ProgramSpec over the slots of a
+// CallState (storage views with runtime offsets, runtime scalars, CPU 0-d tensors, generators):
+// an eager op is a one-node spec. build() turns any spec into one module, and owns what both
+// need: program arguments, reading views, the default generator's streams, writes into storages
+// (donating old buffers where asked), the outputs' description and the device-side checks.
+// After a launch (aten::launch_program), write_back and new_tensor land the outputs.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "aten/call_state.h"
+#include "lowering/lowering.h"
+#include "runtime/compile.h"
+#include "runtime/device_checks.h"
+#include "stablehlo/types.h"
+
+namespace torchtpu::exec {
+
+// What one program output becomes after a launch.
+struct OutputSink {
+  bool to_storage = false;    // swapped into the storage of CallState.params[index]
+  bool to_cpu_input = false;  // copied into graph input `index`, a CPU tensor the graph mutates
+  int index = 0;              // else: the index-th new tensor
+  std::vector<int64_t> dims;  // the buffer's shape
+  c10::ScalarType dtype = c10::kFloat;
+  shlo::ElementType element_type = shlo::ElementType::kF32;
+  // A new tensor in a memory format other than contiguous (channels_last): `dims` is the
+  // buffer's physical shape and these are the tensor's; empty otherwise.
+  std::vector<int64_t> sizes, strides;
+};
+
+// A built program: how its arguments are fed and where its outputs land.
+struct ProgramEntry {
+  std::shared_ptr<runtime::Program> program;
+  // Program argument k is CallState.params[used_params[k]]; -1: the device's default generator.
+  std::vector<int> used_params;
+  std::vector<OutputSink> outputs;
+  uint64_t rng_numel = 0;      // how far a launch advances the generators it draws from
+  runtime::CheckSpecs checks;  // device-side checks: the program's last output holds them
+};
+
+// One argument of a node, in schema order.
+struct NodeArg {
+  // kInput: a slot, CallState.args[index] (a graph input, or an eager call's argument), with
+  // `constant` the call's value (None for a graph input). kScalarInput: a graph input holding a
+  // 0-d CPU tensor that the node reads as a runtime Scalar (a Python number Dynamo made
+  // symbolic), `constant` a sample of its Python type. kNode: output `output` of node `index`.
+  // kConst: a value of the graph; a number where a Scalar or Tensor goes becomes a constant.
+  enum class Kind { kInput, kNode, kList, kConst, kScalarInput, kNone };
+  Kind kind = Kind::kNone;
+  int index = 0;
+  int output = 0;
+  std::vector<NodeArg> items;  // kList
+  c10::IValue constant;
+};
+
+// One lowered op of a program.
+struct Node {
+  std::string name;  // "aten::add.Tensor"
+  const c10::FunctionSchema* schema = nullptr;
+  const lowering::LoweringFn* lowering = nullptr;
+  const lowering::OpDescriptor* descriptor = nullptr;
+  std::vector<shlo::TensorType> out_types;
+  // The node replaces its first argument, a slot, without reading it (a graph's copy_): later
+  // nodes read the new value and the slot's storage receives it.
+  bool overwrites_self = false;
+  std::vector<NodeArg> args;
+};
+
+// What a program computes: an eager op is one node whose arguments are all slots; a compiled
+// graph is many. Everything a node reads is a slot, another node's output or a constant.
+struct ProgramSpec {
+  std::string name;   // the op, for errors
+  std::string graph;  // a compiled graph's name (errors name it and the node); empty: eager
+  std::vector<Node> nodes;
+  // New tensors, kNode; `layouts[i]` (optional) a memory format's permutation.
+  std::vector<NodeArg> returns;
+  std::vector<std::vector<int64_t>> layouts;
+  // Results written into slots' views: an eager in-place or out= op's mutated arguments.
+  std::vector<std::pair<const aten::ArgDesc*, NodeArg>> writes;
+  bool rng_streams = false;  // each random node draws its own stream of the launch's state
+  bool donate = false;       // written storages donate their old buffers
+};
+
+// Builds the spec's module over `state`'s slots: fills `e` but its program, returns the text.
+std::string build(const ProgramSpec& spec, aten::CallState& state, ProgramEntry& e);
+
+// After a launch: a storage output swaps its storage's buffer (every alias sees the write).
+void write_back(const OutputSink& o, device::BufferPtr buffer, aten::CallState& state);
+// After a launch: a new tensor output as a tpu tensor (with its memory format's strides).
+at::Tensor new_tensor(const OutputSink& o, device::BufferPtr buffer, int device);
+
+}  // namespace torchtpu::exec
