@@ -271,3 +271,27 @@ def test_addmm_family_alpha_zero_follows_the_formula(op, beta):
     out = torch.empty(0, device="tpu")
     _close(getattr(torch, op)(t.to("tpu"), x.to("tpu"), y.to("tpu"), beta=beta, alpha=0.0,
                               out=out), want)
+
+
+@pytest.mark.parametrize("nd", [1, 2, 3])
+@pytest.mark.parametrize("kw", [{"stride": 2}, {"stride": 3, "padding": 1},
+                                {"stride": 2, "dilation": 2}, {"stride": 2, "groups": 2}],
+                         ids=["stride", "stride_pad", "dilation", "groups"])
+def test_conv_nonfinite_input(nd, kw):
+    # The siblings of the transposed case: a regular convolution's input with inf/NaN (some at
+    # positions the stride skips, which the weight gradient's dilated window must not touch).
+    g = torch.Generator().manual_seed(nd)
+    x = torch.randn((2, 4) + (7,) * nd, generator=g)
+    x[(0, 1) + (6,) * nd] = INF
+    x[(1, 2) + (5,) * nd] = NAN
+    w = torch.randn((4, 4 // kw.get("groups", 1)) + (2,) * nd, generator=g)
+    conv = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}[nd]
+    xs = [x.clone().requires_grad_(), x.to("tpu").requires_grad_()]
+    ws = [w.clone().requires_grad_(), w.to("tpu").requires_grad_()]
+    with torch.backends.mkldnn.flags(enabled=False):
+        ys = [conv(xs[i], ws[i], **kw) for i in range(2)]
+        for y in ys:
+            y.sum().backward()
+    _close(ys[1], ys[0].detach())
+    _close(xs[1].grad, xs[0].grad)
+    _close(ws[1].grad, ws[0].grad)
