@@ -105,3 +105,12 @@ def test_dataloader_pin_memory_feeds_tpu_like_cpu(workers):
     tpu = _train("tpu", True, workers)
     assert len(cpu) == len(tpu) == 8
     torch.testing.assert_close(torch.tensor(tpu), torch.tensor(cpu), rtol=1e-5, atol=1e-6)
+
+
+def test_pin_memory_of_a_tpu_tensor_raises_like_cuda():
+    # Issue 18: pin_memory() of a device tensor fails on CUDA too ("cannot pin
+    # 'torch.cuda.FloatTensor' only dense CPU tensors can be pinned"); tpu says the same.
+    t = torch.ones(3, device="tpu")
+    with pytest.raises(RuntimeError, match="only dense CPU tensors can be pinned"):
+        t.pin_memory()
+    assert not t.is_pinned()

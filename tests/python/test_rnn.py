@@ -92,3 +92,27 @@ def test_cells_match_cpu():
         sum(o.sum() for o in oc).backward()
         sum(o.sum() for o in ot).backward()
         torch.testing.assert_close(xt.grad.cpu(), xc.grad, rtol=1e-5, atol=1e-5)
+
+
+def test_fused_gru_cell_outputs_have_cuda_shapes():
+    # Issue 18 (the GRU cell workspace's shape): the CPU has no _thnn_fused_gru_cell kernel; the
+    # tpu kernel returns CUDA's outputs: hy [B, H] and the workspace [B, 5H] (r, z, n, hn, hx),
+    # and nn.GRUCell through it matches the CPU forward and backward.
+    cell = torch.nn.GRUCell(4, 3)
+    x, h = torch.randn(2, 4), torch.randn(2, 3)
+    gi, gh = (x @ cell.weight_ih.T).detach(), (h @ cell.weight_hh.T).detach()
+    hy, ws = torch.ops.aten._thnn_fused_gru_cell(
+        gi.to("tpu"), gh.to("tpu"), h.to("tpu"), cell.bias_ih.detach().to("tpu"),
+        cell.bias_hh.detach().to("tpu"))
+    assert hy.shape == (2, 3) and ws.shape == (2, 15)
+    torch.testing.assert_close(hy.cpu(), cell(x, h).detach(), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(ws[:, 12:].cpu(), h)
+    dev = torch.nn.GRUCell(4, 3).to("tpu")
+    dev.load_state_dict(cell.state_dict())
+    xs = [x.clone().requires_grad_(), x.to("tpu").requires_grad_()]
+    hs = [h.clone().requires_grad_(), h.to("tpu").requires_grad_()]
+    cell(xs[0], hs[0]).sum().backward()
+    dev(xs[1], hs[1]).sum().backward()
+    for a, b in [(xs[1].grad, xs[0].grad), (hs[1].grad, hs[0].grad),
+                 (dev.weight_ih.grad, cell.weight_ih.grad), (dev.bias_hh.grad, cell.bias_hh.grad)]:
+        torch.testing.assert_close(a.cpu(), b, rtol=1e-5, atol=1e-5)

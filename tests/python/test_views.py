@@ -401,3 +401,33 @@ def test_unfold_backward_matches_cpu(shape, dim, size, step, dtype):
         expected = xf.grad.to(dtype)
     assert_close(xt.grad.cpu(), expected)
     assert torchtpu.metrics()["cpu_fallbacks"] == before, torchtpu.metrics()["cpu_fallbacks_by_op"]
+
+
+# ---- issue 18: strides and storage offsets of views and dtype copies, as on the CPU ----
+_T = torch.arange(24.0).reshape(4, 6)
+METADATA_CASES = {
+    "as_strided_offset": lambda t: t.as_strided((2, 3), (6, 2), 5),
+    "as_strided_offset_of_view": lambda t: t[1:].as_strided((2, 3), (1, 2), 3),
+    "as_strided_copy_offset": lambda t: torch.as_strided_copy(t, (2, 3), (6, 2), 5),
+    "as_strided_scatter": lambda t: torch.as_strided_scatter(
+        t, torch.ones(2, 3, device=t.device), (2, 3), (6, 2), 5),
+    # slice_inverse views the base's storage with the base's metadata: the source must share it.
+    "slice_inverse": lambda t: torch.ops.aten.slice_inverse(t[1:3], t, 0, 1, 3, 1),
+    "slice_inverse_step": lambda t: torch.ops.aten.slice_inverse(t[:, 1:5:2], t, 1, 1, 5, 2),
+    "to_dtype_transposed": lambda t: t.t().to(torch.float64),
+    "to_dtype_sliced": lambda t: t[:, ::2].to(torch.float64),
+    "to_dtype_offset": lambda t: t[1:, 1:].to(torch.int32),
+    "to_dtype_expanded": lambda t: t[0].expand(4, 6).to(torch.float64),
+    "to_dtype_channels_last": lambda t: t.reshape(1, 2, 3, 4).to(
+        memory_format=torch.channels_last).to(torch.float16),
+}
+
+
+@pytest.mark.parametrize("name", sorted(METADATA_CASES))
+def test_view_and_copy_metadata_match_cpu(name):
+    fn = METADATA_CASES[name]
+    want = fn(_T.clone())
+    got = fn(_T.to("tpu"))
+    assert got.shape == want.shape and got.dtype == want.dtype
+    assert got.stride() == want.stride() and got.storage_offset() == want.storage_offset()
+    torch.testing.assert_close(got.cpu(), want)
