@@ -37,7 +37,12 @@ Value c2c(FunctionBuilder& b, Value x, const std::vector<int64_t>& dims, bool fo
 Value normalize(FunctionBuilder& b, Value x, int64_t mode, double n) {
   if (mode == 0) return x;
   double scale = mode == 1 ? 1.0 / std::sqrt(n) : 1.0 / n;
-  return b.mul(x, b.constant(scale, x.type));
+  if (!shlo::is_complex(x.dtype())) return b.mul(x, b.constant(scale, x.type));
+  // Each part scaled by a real number, as pocketfft does: a complex product with scale + 0j
+  // would turn (NaN, 0) into (NaN, NaN) (NaN * 0 in the imaginary part).
+  Value re = shlo::real(b, x), im = shlo::imag(b, x);
+  Value c = b.constant(scale, re.type);
+  return shlo::complex(b, b.mul(re, c), b.mul(im, c));
 }
 
 std::vector<int64_t> wrapped_dims(const LoweringContext& ctx, size_t i, int64_t rank) {
@@ -57,6 +62,19 @@ std::vector<Value> lower_c2c(LoweringContext& ctx) {
   return {coerce(b, normalize(b, r, ctx.int_arg(2), n), out)};
 }
 
+// Along `dim`, index i -> (n - i) mod n: element 0 stays, the rest reverse.
+Value negate_index(FunctionBuilder& b, Value x, int64_t dim) {
+  int64_t n = x.shape()[dim];
+  if (n <= 1) return x;
+  std::vector<int64_t> start(x.rank(), 0), limit = x.shape(), step(x.rank(), 1);
+  limit[dim] = 1;
+  Value head = b.slice(x, start, limit, step);
+  start[dim] = 1;
+  limit[dim] = n;
+  Value rest = shlo::reverse(b, b.slice(x, start, limit, step), {dim});
+  return b.concatenate({head, rest}, dim);
+}
+
 std::vector<Value> lower_r2c(LoweringContext& ctx) {
   FunctionBuilder& b = ctx.b;
   const TensorType& out = ctx.out_type();
@@ -64,14 +82,25 @@ std::vector<Value> lower_r2c(LoweringContext& ctx) {
   std::vector<int64_t> dims = wrapped_dims(ctx, 1, x.rank());
   double n = 1;
   for (int64_t d : dims) n *= static_cast<double>(x.shape()[d]);
-  Value r;
-  if (ctx.bool_arg(3)) {
-    int64_t last = dims.back();
-    r = fft_1d(b, x, last, shlo::FftType::kRfft, x.shape()[last]);
-    std::vector<int64_t> rest(dims.begin(), dims.end() - 1);
-    r = c2c(b, r, rest, true);
-  } else {
-    r = c2c(b, b.convert(x, out.dtype), dims, true);
+  int64_t last = dims.back();
+  const int64_t n_last = x.shape()[last];
+  Value r = fft_1d(b, x, last, shlo::FftType::kRfft, n_last);
+  std::vector<int64_t> rest(dims.begin(), dims.end() - 1);
+  r = c2c(b, r, rest, true);
+  if (!ctx.bool_arg(3)) {
+    // The full spectrum as the CPU builds it (_fft_fill_with_conjugate_symmetry_): the one-sided
+    // transform, then out[k] = conj(out[-k]) for the missing half. A complex transform of the
+    // real input instead gave other parts NaN (an imaginary part the CPU leaves 0 came out NaN
+    // beside a NaN input).
+    int64_t half = r.shape()[last], missing = n_last - half;
+    if (missing > 0) {
+      std::vector<int64_t> start(r.rank(), 0), limit = r.shape(), step(r.rank(), 1);
+      start[last] = 1;
+      limit[last] = missing + 1;
+      Value tail = shlo::reverse(b, b.slice(r, start, limit, step), {last});
+      for (int64_t d : rest) tail = negate_index(b, tail, d);
+      r = b.concatenate({r, conj(b, tail)}, last);
+    }
   }
   return {coerce(b, normalize(b, r, ctx.int_arg(2), n), out)};
 }

@@ -295,3 +295,51 @@ def test_conv_nonfinite_input(nd, kw):
     _close(ys[1], ys[0].detach())
     _close(xs[1].grad, xs[0].grad)
     _close(ws[1].grad, ws[0].grad)
+
+
+# ---- issue 18 items that were already right, kept right ----
+
+def _both(fn, *inputs):
+    before = fallback_counts()
+    got = fn(*[t.to("tpu") for t in inputs])
+    want = fn(*inputs)
+    assert fallback_counts() == before
+    return got, want
+
+
+@pytest.mark.parametrize("name", ["ifft", "ifft2", "ifftn", "fft", "ihfft", "hfft", "irfft"])
+def test_fft_of_real_input_with_nan(name):
+    # fft.ifft of a real input with a NaN raised a view_as_real error on an unresolved conjugate.
+    x = torch.randn(4, 8, generator=torch.Generator().manual_seed(0))
+    x[1, 3] = NAN
+    got, want = _both(getattr(torch.fft, name), x)
+    _close(got, want)
+    _close(torch.view_as_real(got.resolve_conj()) if got.is_complex() else got,
+            torch.view_as_real(want.resolve_conj()) if want.is_complex() else want)
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_complex_cumprod_nonfinite(dtype):
+    z = torch.randn(3, 8, dtype=dtype, generator=torch.Generator().manual_seed(1))
+    z[0, 2] = complex(INF, 0)
+    z[1, 5] = complex(0, NAN)
+    z[2, 3] = complex(INF, 1)
+    z[2, 6] = 0
+    for dim in (0, 1):
+        got, want = _both(lambda t: torch.cumprod(t, dim), z)
+        _close(got, want)
+
+
+@pytest.mark.parametrize("beta,alpha", [(1, 1), (0, 1), (0.5, 2)])
+def test_addbmm_baddbmm_out_nonfinite(beta, alpha):
+    g = torch.Generator().manual_seed(2)
+    b1, b2 = torch.randn(3, 4, 5, generator=g), torch.randn(3, 5, 6, generator=g)
+    b1[0, 0, 0], b2[1, 1, 1] = INF, NAN
+    i2, i3 = torch.randn(4, 6, generator=g), torch.randn(3, 4, 6, generator=g)
+    i2[0, 1], i3[1, 2, 3] = NAN, NAN
+    for op, inp in ((torch.addbmm, i2), (torch.baddbmm, i3)):
+        want = op(inp, b1, b2, beta=beta, alpha=alpha)
+        out = torch.empty(0, device="tpu")
+        got = op(inp.to("tpu"), b1.to("tpu"), b2.to("tpu"), beta=beta, alpha=alpha, out=out)
+        assert got is out
+        _close(out, want)
