@@ -95,3 +95,22 @@ def test_python_flag_follows_the_cpp_rules(monkeypatch, value, expected):
     else:
         monkeypatch.setenv("TORCHTPU_ROUTE_INDUCTOR", value)
     assert _config.flag("TORCHTPU_ROUTE_INDUCTOR", True) is expected
+
+
+@pytest.mark.parametrize("value", ["abc", "-1", "0"])
+def test_bad_cpu_device_count_names_the_variable(run_python, value):
+    # Issue 15: these silently gave 0 devices and the error never named the variable.
+    proc = run_python("import torch, torchtpu\ntorch.ones(2).to('tpu')\n", check=False,
+                      TORCHTPU_CPU_DEVICE_COUNT=value)
+    assert proc.returncode != 0
+    assert f"TORCHTPU_CPU_DEVICE_COUNT='{value}' is not valid" in proc.stderr
+
+
+def test_cache_dir_that_is_a_file_is_named_and_work_goes_on(run_python, tmp_path):
+    # Issue 15: reported as "No such file or directory"; the cache is skipped, results unchanged.
+    not_a_dir = tmp_path / "cache"
+    not_a_dir.write_text("")
+    proc = run_python("import torch, torchtpu\nprint((torch.arange(3.).to('tpu') + 1).tolist())\n",
+                      TORCHTPU_CACHE_DIR=str(not_a_dir), TORCHTPU_CACHE="1")
+    assert "[1.0, 2.0, 3.0]" in proc.stdout
+    assert f"cannot create {not_a_dir}: Not a directory" in proc.stderr
