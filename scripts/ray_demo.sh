@@ -15,7 +15,7 @@ export RAY_ADDRESS=local RAY_USAGE_STATS_ENABLED=0 RAY_DEDUP_LOGS=0
 log="$(mktemp /tmp/ray_demo.XXXXXX.log)"
 trap 'rm -f "$log"' EXIT
 echo "== Ray Train TorchTrainer, 2 workers on tpu (backend tpu) vs one CPU process"
-if ! timeout --kill-after=20 480 .venv-dist/bin/python scripts/dist_demos/ray_train.py \
+if ! timeout --kill-after=20 "${RAY_DEMO_TIMEOUT:-900}" .venv-dist/bin/python scripts/dist_demos/ray_train.py \
      --steps "${STEPS:-8}" >"$log" 2>&1; then
   echo "ray_demo: failed; the log's end:"
   tail -n 60 "$log"
