@@ -56,16 +56,9 @@ void wait_interruptibly(std::unique_lock<std::mutex>& lk, std::condition_variabl
 // Checking readiness costs a plugin call: prune finished events only now and then.
 constexpr size_t kPruneThreshold = 256;
 
-// Runs on a plugin thread when execution `seq` of `device` finishes.
-void note_finished(int device, uint64_t seq, const std::string& error) {
-  State& st = state();
-  auto& mutex = st.mutex;
-  auto& finished_cv = st.finished_cv;
-  auto& devices = st.devices;
-  auto now = std::chrono::steady_clock::now();
-  std::lock_guard<std::mutex> g(mutex);
-  DeviceState& s = devices[device];
-  if (!error.empty()) s.failures.emplace(seq, error);
+// Counts execution `seq` of `s` finished and completes the markers it completes; the state's
+// mutex is held.
+void mark_finished(DeviceState& s, uint64_t seq) {
   if (seq == s.finished + 1) {
     s.finished = seq;
     while (!s.finished_early.empty() && *s.finished_early.begin() == s.finished + 1) {
@@ -75,13 +68,24 @@ void note_finished(int device, uint64_t seq, const std::string& error) {
   } else {
     s.finished_early.insert(seq);
   }
+  if (s.waiting.empty() || s.waiting.begin()->first > s.finished) return;
+  auto now = std::chrono::steady_clock::now();
   while (!s.waiting.empty() && s.waiting.begin()->first <= s.finished) {
     Marker& m = *s.waiting.begin()->second;
     m.completed = now;
     m.done.store(true, std::memory_order_release);
     s.waiting.erase(s.waiting.begin());
   }
-  finished_cv.notify_all();
+}
+
+// Runs on a plugin thread when execution `seq` of `device` finishes.
+void note_finished(int device, uint64_t seq, const std::string& error) {
+  State& st = state();
+  std::lock_guard<std::mutex> g(st.mutex);
+  DeviceState& s = st.devices[device];
+  if (!error.empty()) s.failures.emplace(seq, error);
+  mark_finished(s, seq);
+  st.finished_cv.notify_all();
 }
 
 }  // namespace
@@ -91,6 +95,26 @@ void track_execution(int device, std::unique_ptr<pjrt::Event> done) {
   auto& mutex = st.mutex;
   auto& devices = st.devices;
   if (!done) return;
+  // XLA:CPU runs a small program inside Execute, so its event is ready, and OK, by now. Such an
+  // execution is finished on arrival: numbering it and counting it done under one lock replaces
+  // a completion callback (an allocation and a second lock, per op) and keeping its event for
+  // synchronize. A failed or still-running execution takes the path below, which reports its
+  // error as before.
+  bool finished_ok = false;
+  try {
+    if (done->is_ready()) {
+      done->await();  // returns at once; throws the execution's error
+      finished_ok = true;
+    }
+  } catch (const pjrt::Error&) {
+  }
+  if (finished_ok) {
+    std::lock_guard<std::mutex> g(mutex);
+    DeviceState& s = devices[device];
+    mark_finished(s, ++s.launched);
+    st.finished_cv.notify_all();
+    return;
+  }
   uint64_t seq;
   {
     std::lock_guard<std::mutex> g(mutex);

@@ -8,6 +8,7 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -35,7 +36,9 @@ class ProgramCache {
   Ptr get_or_build(const std::string& key, Build&& build, bool* hit) {
     for (;;) {
       std::shared_future<Ptr> pending;
-      std::promise<Ptr> promise;
+      // Made only on a miss: a promise allocates its shared state, and a hit (every steady-state
+      // eager op) should cost a lock and one lookup, nothing more.
+      std::optional<std::promise<Ptr>> promise;
       {
         std::lock_guard<std::mutex> g(mutex_);
         auto it = entries_.find(key);
@@ -48,7 +51,8 @@ class ProgramCache {
         if (b != building_.end()) {
           pending = b->second;
         } else {
-          building_.emplace(key, promise.get_future().share());
+          promise.emplace();
+          building_.emplace(key, promise->get_future().share());
         }
       }
       if (pending.valid()) {
@@ -63,10 +67,10 @@ class ProgramCache {
       try {
         built = build();
       } catch (...) {
-        finish(key, promise, nullptr);
+        finish(key, *promise, nullptr);
         throw;
       }
-      finish(key, promise, built);
+      finish(key, *promise, built);
       *hit = false;
       return built;
     }
