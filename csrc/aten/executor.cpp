@@ -391,6 +391,9 @@ std::string recipe_of(const Entry& e) {
       w.i64(static_cast<int64_t>(c.error));
     }
   }
+  // How the outputs group into Tensor[] returns: without it a warm process handed functional
+  // _fused_adam & co. a flat tuple of tensors where a cold one returned lists.
+  w.ints(std::vector<int64_t>(e.return_lists.begin(), e.return_lists.end()));
   return w.bytes();
 }
 
@@ -435,6 +438,13 @@ std::shared_ptr<Entry> entry_from_recipe(const std::string& key, const CallState
       }
       e->checks = std::move(specs);
     }
+    size_t grouped = 0;
+    for (int64_t n : r.ints()) {
+      if (n < -1 || n > nout) return nullptr;
+      e->return_lists.push_back(static_cast<int>(n));
+      grouped += n < 0 ? 1 : static_cast<size_t>(n);
+    }
+    if (!e->return_lists.empty() && grouped != e->outputs.size()) return nullptr;
     if (!r.at_end()) return nullptr;
   } catch (const std::runtime_error&) {
     return nullptr;

@@ -151,3 +151,37 @@ def test_functional_amp_unscale_returns_a_list_like_cpu():
     assert isinstance(tpu[0], list) and len(tpu[0]) == 2
     assert_lists_close(tpu[0], cpu[0])
     torch.testing.assert_close(tpu[1].cpu(), cpu[1])
+
+
+WARM_RESTART = """
+import torch, torchtpu
+
+def grouping(r):
+    return [len(x) if isinstance(x, list) else -1 for x in r]
+
+ps = [torch.randn(4, device="tpu") for _ in range(2)]
+gs = [torch.randn(4, device="tpu") for _ in range(2)]
+ms = [torch.zeros(4, device="tpu") for _ in range(2)]
+vs = [torch.zeros(4, device="tpu") for _ in range(2)]
+steps = [torch.ones((), device="tpu") for _ in range(2)]
+r = torch.ops.aten._fused_adam(ps, gs, ms, vs, [], steps, lr=0.01, beta1=0.9, beta2=0.99,
+                               weight_decay=0.0, eps=1e-8, amsgrad=False, maximize=False)
+print("ADAM", grouping(r))
+found = torch.tensor(0.0, device="tpu")
+u = torch.ops.aten._amp_foreach_non_finite_check_and_unscale(gs, found, torch.ones((), device="tpu"))
+print("UNSCALE", grouping(u))
+print("RECIPE_HITS", torchtpu.metrics()["disk_cache_signature_hits"])
+"""
+
+
+def test_a_warm_process_returns_lists_too(run_python, tmp_path):
+    # A second process reaches the programs through their signature recipes (no meta inference):
+    # the recipe must say how the outputs group into Tensor[] returns, or the warm process got a
+    # flat tuple of tensors where the cold one got lists.
+    env = dict(TORCHTPU_CACHE="1", TORCHTPU_CACHE_DIR=str(tmp_path / "cache"))
+    cold = run_python(WARM_RESTART, **env).stdout
+    warm = run_python(WARM_RESTART, **env).stdout
+    for out in (cold, warm):
+        assert "ADAM [2, 2, 2, 2, 0]" in out, out
+        assert "UNSCALE [2, -1]" in out, out
+    assert "RECIPE_HITS 0" not in warm, warm
