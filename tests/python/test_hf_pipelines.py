@@ -53,15 +53,20 @@ def fallbacks():
     return torchtpu.metrics()["cpu_fallbacks"]
 
 
+def assert_eager_run_matches_cpu(run, pipe_tpu, pipe_cpu):
+    """run(pipe) on tpu takes no CPU fallback and gives the CPU's 32x32 image within 1e-4."""
+    before = fallbacks()
+    image_tpu = run(pipe_tpu)
+    assert fallbacks() == before
+    image_cpu = run(pipe_cpu)
+    assert image_tpu.shape == (1, 32, 32, 3)
+    np.testing.assert_allclose(image_tpu, image_cpu, rtol=0, atol=1e-4)
+
+
 def test_stable_diffusion_eager_matches_cpu(pipes):
     pipe_cpu, pipe_tpu = pipes
     assert pipe_tpu.device.type == "tpu"
-    before = fallbacks()
-    image_tpu = text_to_image(pipe_tpu)
-    assert fallbacks() == before
-    image_cpu = text_to_image(pipe_cpu)
-    assert image_tpu.shape == (1, 32, 32, 3)
-    np.testing.assert_allclose(image_tpu, image_cpu, rtol=0, atol=1e-4)
+    assert_eager_run_matches_cpu(text_to_image, pipe_tpu, pipe_cpu)
 
 
 def test_stable_diffusion_image_to_image_matches_cpu(pipes):
@@ -97,12 +102,7 @@ def test_stable_diffusion_inpainting_eager_matches_cpu(tmp_path):
         return pipe(PROMPT, image=init, mask_image=mask, num_inference_steps=2, guidance_scale=6.0,
                     generator=generator, output_type="np", height=32, width=32).images
 
-    before = fallbacks()
-    image_tpu = inpaint(pipe_tpu)
-    assert fallbacks() == before
-    image_cpu = inpaint(pipe_cpu)
-    assert image_tpu.shape == (1, 32, 32, 3)
-    np.testing.assert_allclose(image_tpu, image_cpu, rtol=0, atol=1e-4)
+    assert_eager_run_matches_cpu(inpaint, pipe_tpu, pipe_cpu)
 
 
 def test_stable_diffusion_compiled_unet_never_recompiles_the_same_size(pipes):
