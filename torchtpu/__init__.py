@@ -18,9 +18,9 @@ import torch  # noqa: E402
 
 from . import _C  # noqa: E402
 from ._plugin import find_plugin
-from .metrics import metrics, metrics_report, reset_metrics
+from .metrics import metrics, metrics_report, recompile_reasons, reset_metrics
 
-__all__ = ["metrics", "metrics_report", "reset_metrics", "is_available", "device_count",
+__all__ = ["metrics", "metrics_report", "recompile_reasons", "reset_metrics", "is_available", "device_count",
            "stablehlo_op", "jax_op"]
 __version__ = "0.1.0"
 

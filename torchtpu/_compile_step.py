@@ -352,6 +352,12 @@ class _Traced:
         self.num_user_outputs = num_user_outputs
 
 
+def _dynamo_cache():
+    from . import _dynamo
+
+    return _dynamo._BoundedCache()
+
+
 class CompiledStep:
     """The callable torchtpu.compile_step returns."""
 
@@ -359,7 +365,8 @@ class CompiledStep:
         self.fn = fn
         self.owners = owners
         self.name = f"step{next(_step_ids)}"
-        self._cache: dict = {}
+        # Bounded like a dynamic graph's specializations (_dynamo._BoundedCache).
+        self._cache = _dynamo_cache()
         self._last: _Guard | None = None
         for opt in owners.optimizers:
             _prepare_optimizer(opt)
@@ -388,7 +395,7 @@ class CompiledStep:
             entry = self._cache.get(key)
             if entry is None:
                 entry = self._trace(slots, flat_args, args_spec)
-                self._cache[key] = entry
+                self._cache.put(key, entry)
             self._last = _Guard(self.owners, slots, entry, arg_key)
         inputs = slots.tensors + [a for a in flat_args if isinstance(a, torch.Tensor)]
         outs = entry.compiled(inputs)

@@ -51,6 +51,40 @@ _retired: "collections.OrderedDict[str, dict]" = collections.OrderedDict()
 _eager_graphs: "collections.deque" = collections.deque(maxlen=_RETIRED_MAX)  # (name, reason)
 
 
+# Specializations kept per dynamic graph (one per concrete signature) and per
+# torchtpu.compile_step (one per traced signature): each holds its programs and constants on the
+# device, so a workload of ever new sizes must not keep all of them. The least recently used go
+# (counted in metrics()["graph_cache_evictions"]); a signature met again is specialized again,
+# its program then coming from the disk cache by its recipe.
+_SPECIALIZATIONS_MAX = 64
+
+
+class _BoundedCache:
+    """An LRU of specializations, `on_evict(key, value)` told of each one dropped."""
+
+    def __init__(self, on_evict=None):
+        self._entries: "collections.OrderedDict" = collections.OrderedDict()
+        self._on_evict = on_evict
+
+    def get(self, key):
+        value = self._entries.get(key)
+        if value is not None:
+            self._entries.move_to_end(key)
+        return value
+
+    def put(self, key, value) -> None:
+        self._entries[key] = value
+        self._entries.move_to_end(key)
+        while len(self._entries) > max(1, _SPECIALIZATIONS_MAX):
+            old_key, old = self._entries.popitem(last=False)
+            _C._count_graph_cache_eviction()
+            if self._on_evict is not None:
+                self._on_evict(old_key, old)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
 def _retire(name: str, g) -> None:
     _graphs.pop(name, None)
     _retired[name] = g.stats()
@@ -367,7 +401,14 @@ def _runtime_scalar_placeholders(gm: torch.fx.GraphModule) -> frozenset:
 def _compile_dynamic(gm: torch.fx.GraphModule, name: str):
     """A graph with symbolic sizes: specialized and compiled once per concrete signature. Number
     inputs that only feed ops as values are runtime arguments, not part of that signature."""
-    specialized: dict = {}
+    def evicted(key, entry):
+        # Its finalizer holds the executable for graph_metrics(): retire it now, not with `run`.
+        f = _graphs.get(entry[3])
+        if f is not None:
+            f()
+
+    specialized = _BoundedCache(evicted)
+    names = itertools.count()
     runtime_scalars = _runtime_scalar_placeholders(gm)
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     runtime_pos = [i for i, n in enumerate(placeholders) if n in runtime_scalars]
@@ -377,18 +418,18 @@ def _compile_dynamic(gm: torch.fx.GraphModule, name: str):
                     else (type(a),) if i in runtime_pos else a for i, a in enumerate(args))
         entry = specialized.get(key)
         if entry is None:
-            sub = f"{name}.{len(specialized)}"
+            sub = f"{name}.{next(names)}"
             try:
                 lowering = _GraphLowering(gm, sub, _concrete_values(gm, args), runtime_scalars)
                 g = lowering.build()
                 _track(run, sub, g)
-                entry = (g, [c.to("tpu") for c in lowering.constants], lowering.recipe)
+                entry = (g, [c.to("tpu") for c in lowering.constants], lowering.recipe, sub)
             except _Unsupported as e:
                 _eager_graphs.append((sub, str(e)))
                 log.warning("torchtpu: graph %s runs eagerly on tpu (not compiled): %s", sub, e)
-                entry = (None, [], {})
-            specialized[key] = entry
-        g, constants, recipe = entry
+                entry = (None, [], {}, sub)
+            specialized.put(key, entry)
+        g, constants, recipe, _ = entry
         if g is None:
             return gm.forward(*args)
         tensors = [a for a in args if isinstance(a, torch.Tensor)]

@@ -15,6 +15,14 @@ def reset_metrics() -> None:
     _C._reset_metrics()
 
 
+def recompile_reasons() -> list:
+    """The most recent recompiles (misses of an op or compiled graph that had been compiled for
+    another signature), oldest first, as (op or graph, reason): the nearest cached signature and
+    what differs from it, the same text as TORCHTPU_LOG_COMPILES=1 prints. Counted in
+    metrics()["recompiles"]; reset_metrics() clears both."""
+    return list(_C._recompile_reasons())
+
+
 def metrics_report() -> str:
     m = metrics()
     by_op = m.pop("cpu_fallbacks_by_op")

@@ -12,23 +12,23 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
-#include <sstream>
 #include <stdexcept>
 #include <unordered_map>
 
 #include "aten/call_state.h"
 #include "aten/fallback_rng.h"
 #include "aten/host_transfer.h"
+#include "aten/signature_of.h"
 #include "aten/warmup.h"
 #include "config/config.h"
 #include "device/current_device.h"
 #include "device/generator.h"
 #include "exec/program.h"
+#include "exec/recipe.h"
 #include "lowering/checks.h"
 #include "runtime/compile.h"
 #include "runtime/inflight.h"
 #include "runtime/metrics.h"
-#include "runtime/miss_log.h"
 #include "runtime/program_cache.h"
 #include "runtime/runtime.h"
 #include "runtime/trace.h"
@@ -59,7 +59,7 @@ struct Entry : exec::ProgramEntry {
 
 struct Cache {
   runtime::ProgramCache<Entry> programs;
-  runtime::MissExplainer misses;  // for compile logs
+  runtime::SignatureIndex signatures;  // the cached programs' typed signatures, by op
 };
 
 Cache& cache() {
@@ -71,48 +71,6 @@ bool log_compiles() { return runtime::log_compiles(); }
 
 // Read at every fallback (not cached): a test or a session may switch it at run time.
 bool fallback_allowed() { return config::flag("TORCHTPU_CPU_FALLBACK", true); }
-
-std::string describe_tensor(const at::Tensor& t) {
-  if (!t.defined()) return "None";
-  std::ostringstream os;
-  os << c10::toString(t.scalar_type()) << t.sizes();
-  if (!t.is_contiguous()) os << " strides " << t.strides();
-  if (!t.is_privateuseone()) os << " on " << t.device();
-  return os.str();
-}
-
-std::vector<std::string> describe_args(const c10::FunctionSchema& schema,
-                                       const torch::jit::Stack& stack, size_t first) {
-  std::vector<std::string> out;
-  const auto& args = schema.arguments();
-  for (size_t i = 0; i < args.size(); ++i) {
-    const c10::IValue& v = stack[first + i];
-    std::ostringstream os;
-    os << args[i].name() << "=";
-    if (v.isTensor()) {
-      os << describe_tensor(v.toTensor());
-    } else if (v.isTensorList()) {
-      os << "[";
-      for (const at::Tensor& t : v.toTensorVector()) os << describe_tensor(t) << ", ";
-      os << "]";
-    } else if ((is_scalar_type(args[i].type()) && v.isScalar()) ||
-               ((v.isDouble() || v.isInt()) && is_runtime_number(schema, args[i]))) {
-      os << "Scalar(" << v.toScalar().type() << ")";
-    } else if (v.isIntList() && is_runtime_number(schema, args[i])) {
-      os << "int[" << v.toIntVector().size() << "] at run time";
-    } else {
-      os << v;
-    }
-    out.push_back(os.str());
-  }
-  return out;
-}
-
-std::string join(const std::vector<std::string>& parts) {
-  std::string s;
-  for (size_t i = 0; i < parts.size(); ++i) s += (i ? ", " : "") + parts[i];
-  return s;
-}
 
 // ---------------------------------------------------------------------------------------------
 // Meta inference: PyTorch's own meta kernels give output shapes and dtypes and raise PyTorch's
@@ -368,29 +326,8 @@ std::string recipe_key_of(const c10::OperatorHandle& op, const CallState& state)
 
 std::string recipe_of(const Entry& e) {
   runtime::RecipeWriter w;
-  w.ints(std::vector<int64_t>(e.used_params.begin(), e.used_params.end()));
-  w.i64(static_cast<int64_t>(e.outputs.size()));
-  for (const OutputSink& o : e.outputs) {
-    w.i64(o.to_storage ? 1 : 0);
-    w.i64(o.index);
-    w.ints(o.dims);
-    w.i64(static_cast<int64_t>(o.dtype));
-    w.i64(static_cast<int64_t>(o.element_type));
-    // A result stored in a memory format's physical order (channels_last): its logical sizes
-    // and the CPU's strides, without which a reloaded recipe returned the physical shape.
-    w.ints(o.sizes);
-    w.ints(o.strides);
-  }
+  exec::write_entry(w, e);
   w.i64(static_cast<int64_t>(e.num_returns));
-  w.i64(static_cast<int64_t>(e.rng_numel));
-  w.i64(e.checks ? static_cast<int64_t>(e.checks->size()) : 0);
-  if (e.checks) {
-    for (const runtime::CheckSpec& c : *e.checks) {
-      w.str(c.op);
-      w.str(c.message);
-      w.i64(static_cast<int64_t>(c.error));
-    }
-  }
   // How the outputs group into Tensor[] returns: without it a warm process handed functional
   // _fused_adam & co. a flat tuple of tensors where a cold one returned lists.
   w.ints(std::vector<int64_t>(e.return_lists.begin(), e.return_lists.end()));
@@ -402,45 +339,16 @@ std::shared_ptr<Entry> entry_from_recipe(const std::string& key, const CallState
   runtime::Recipe recipe = runtime::load_recipe(key);
   if (!recipe.program) return nullptr;
   auto e = std::make_shared<Entry>();
-  const auto nparams = static_cast<int64_t>(state.params.size());
   try {
     runtime::RecipeReader r(recipe.metadata);
-    for (int64_t p : r.ints()) {
-      if (p < -1 || p >= nparams) return nullptr;
-      e->used_params.push_back(static_cast<int>(p));
-    }
-    int64_t nout = r.i64();
-    if (nout < 0 || nout > 1 << 20) return nullptr;
-    for (int64_t i = 0; i < nout; ++i) {
-      OutputSink o;
-      o.to_storage = r.i64() != 0;
-      o.index = static_cast<int>(r.i64());
-      o.dims = r.ints();
-      o.dtype = static_cast<c10::ScalarType>(r.i64());
-      o.element_type = static_cast<ElementType>(r.i64());
-      o.sizes = r.ints();
-      o.strides = r.ints();
-      if (o.sizes.size() != o.strides.size()) return nullptr;
-      if (o.to_storage && (o.index < 0 || o.index >= nparams)) return nullptr;
-      e->outputs.push_back(std::move(o));
+    if (!exec::read_entry(r, *e, state.params.size(), 0)) return nullptr;
+    for (const OutputSink& o : e->outputs) {
+      if (o.to_cpu_input) return nullptr;
     }
     e->num_returns = static_cast<size_t>(r.i64());
-    e->rng_numel = static_cast<uint64_t>(r.i64());
-    int64_t nchecks = r.i64();
-    if (nchecks > 0) {
-      auto specs = std::make_shared<std::vector<runtime::CheckSpec>>();
-      for (int64_t i = 0; i < nchecks; ++i) {
-        runtime::CheckSpec c;
-        c.op = r.str();
-        c.message = r.str();
-        c.error = static_cast<runtime::CheckError>(r.i64());
-        specs->push_back(std::move(c));
-      }
-      e->checks = std::move(specs);
-    }
     size_t grouped = 0;
     for (int64_t n : r.ints()) {
-      if (n < -1 || n > nout) return nullptr;
+      if (n < -1 || n > static_cast<int64_t>(e->outputs.size())) return nullptr;
       e->return_lists.push_back(static_cast<int>(n));
       grouped += n < 0 ? 1 : static_cast<size_t>(n);
     }
@@ -486,6 +394,10 @@ std::shared_ptr<Entry> build_entry(const OpPlan& plan, const c10::OperatorHandle
   if (!recipe.empty()) {
     if (std::shared_ptr<Entry> recorded = entry_from_recipe(recipe, state)) {
       runtime::metrics().cache_misses++;
+      auto sig = std::make_shared<runtime::Signature>(
+          eager_signature(plan.called_name, schema, state, *stack, first));
+      recorded->signature = sig;
+      cache().signatures.add(plan.called_name, sig);
       return recorded;
     }
   }
@@ -547,8 +459,9 @@ std::shared_ptr<Entry> build_entry(const OpPlan& plan, const c10::OperatorHandle
   Scanner(described, /*with_views=*/true).scan(schema, *stack, first);
   TORCH_INTERNAL_ASSERT(described.key == state.key, "torchtpu: unstable signature");
   state = std::move(described);
-  std::vector<std::string> desc = describe_args(schema, *stack, first);
-  std::string signature = plan.called_name + "(" + join(desc) + ")";
+  auto sig = std::make_shared<runtime::Signature>(
+      eager_signature(plan.called_name, schema, state, *stack, first));
+  const std::string signature = sig->describe();
   auto built = std::make_shared<Entry>();
   std::string text;
   try {
@@ -568,9 +481,11 @@ std::shared_ptr<Entry> build_entry(const OpPlan& plan, const c10::OperatorHandle
   if (plan.variant == Variant::kFunctional) {
     built->return_lists = list_returns(op, called_args, built->outputs.size());
   }
-  std::string why = cache().misses.explain_and_record(plan.called_name, desc);
+  std::string why = cache().signatures.explain_miss(plan.called_name, *sig);
   built->program = runtime::compile_program(text, signature, why);
   if (!recipe.empty()) runtime::store_recipe(recipe, *built->program, recipe_of(*built));
+  built->signature = sig;
+  cache().signatures.add(plan.called_name, sig);
   return built;
 }
 

@@ -3,14 +3,17 @@
 #include <c10/util/Exception.h>
 
 #include <chrono>
-#include <sstream>
+#include <stdexcept>
 
 #include "aten/call_state.h"
 #include "aten/executor.h"
 #include "aten/op_plan.h"
+#include "aten/signature_of.h"
 #include "config/config.h"
 #include "device/current_device.h"
 #include "exec/program.h"
+#include "exec/recipe.h"
+#include "lowering/checks.h"
 #include "runtime/compile.h"
 #include "runtime/metrics.h"
 
@@ -22,18 +25,14 @@ bool donation_enabled() {
   return on;
 }
 
-// One description per input, for compile logs and error messages.
-std::vector<std::string> describe_inputs(const std::vector<at::Tensor>& inputs) {
-  std::vector<std::string> out;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    std::ostringstream os;
-    const at::Tensor& t = inputs[i];
-    os << "input" << i << "=" << c10::toString(t.scalar_type()) << t.sizes();
-    if (!t.is_contiguous()) os << " strides " << t.strides();
-    out.push_back(os.str());
-  }
-  return out;
+// Graph signatures by family (a graph and its per-size specializations, "g3" and "g3.1"), for
+// miss explanations across GraphExecutables.
+runtime::SignatureIndex& graph_signatures() {
+  static runtime::SignatureIndex* index = new runtime::SignatureIndex();
+  return *index;
 }
+
+std::string family_of(const std::string& name) { return name.substr(0, name.find('.')); }
 
 }  // namespace
 
@@ -120,22 +119,71 @@ GraphStats GraphExecutable::stats() const {
   return stats_;
 }
 
+std::shared_ptr<GraphExecutable::Entry> GraphExecutable::from_recipe(
+    const std::string& key, const runtime::Signature& sig, const CallState& state,
+    const std::vector<at::Tensor>& inputs) const {
+  runtime::Recipe recipe = runtime::load_recipe(key, sig.describe());
+  if (!recipe.program) return nullptr;
+  auto e = std::make_shared<Entry>();
+  try {
+    runtime::RecipeReader r(recipe.metadata);
+    if (!exec::read_entry(r, *e, state.params.size(), inputs.size()) || !r.at_end()) return nullptr;
+  } catch (const std::runtime_error&) {
+    return nullptr;
+  }
+  for (const exec::OutputSink& o : e->outputs) {
+    if (!o.to_storage && !o.to_cpu_input && static_cast<size_t>(o.index) >= spec_.returns.size()) {
+      return nullptr;
+    }
+  }
+  e->program = std::move(recipe.program);
+  return e;
+}
+
 std::shared_ptr<GraphExecutable::Entry> GraphExecutable::build(
-    CallState& state, const std::vector<at::Tensor>& inputs, const std::string& why) {
+    CallState& state, const std::vector<at::Tensor>& inputs) {
+  runtime::metrics().cache_misses++;
+  std::string structure;
+  {
+    std::lock_guard<std::mutex> g(mutex_);
+    if (structure_.empty()) structure_ = exec::structure_hash(spec_);
+    structure = structure_;
+  }
+  auto sig = std::make_shared<runtime::Signature>(graph_signature(structure, name_, state, inputs));
+  // Recorded by an earlier process (or another graph of this one with the same structure): the
+  // executable by its signature, without lowering, printing or hashing the module.
+  std::string recipe;
+  if (!runtime::disk_cache_dir().empty()) {
+    std::string typed = "graph|" + structure;
+    typed.push_back('\0');
+    typed.push_back(lowering::device_checks_enabled() ? '1' : '0');
+    typed += state.key;
+    recipe = runtime::recipe_key(typed);
+  }
+  std::shared_ptr<Entry> entry =
+      recipe.empty() ? nullptr : from_recipe(recipe, *sig, state, inputs);
+  if (entry) {
+    entry->signature = sig;
+    graph_signatures().add(family_of(name_), sig);
+    return entry;
+  }
   // As in eager mode: a complex operand of a lowering not known to handle complex declines the
   // graph (it then runs eagerly, where that op takes the CPU fallback). add_node has already
   // checked everything but the graph inputs' dtypes.
   for (const GraphNode& node : spec_.nodes) check_complex_support(node, spec_.nodes, &inputs);
-  auto entry = std::make_shared<Entry>();
+  entry = std::make_shared<Entry>();
   std::string text = exec::build(spec_, state, *entry);
-  std::string signature = "graph " + name_ + "(";
-  for (const std::string& d : describe_inputs(inputs)) {
-    signature += (signature.back() == '(' ? "" : ", ") + d;
-  }
-  signature += ")";
+  std::string why = graph_signatures().explain_miss(family_of(name_), *sig);
   auto start = std::chrono::steady_clock::now();
-  entry->program = runtime::compile_program(text, signature, why);
+  entry->program = runtime::compile_program(text, sig->describe(), why);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!recipe.empty()) {
+    runtime::RecipeWriter w;
+    exec::write_entry(w, *entry);
+    runtime::store_recipe(recipe, *entry->program, w.bytes());
+  }
+  entry->signature = sig;
+  graph_signatures().add(family_of(name_), sig);
   std::lock_guard<std::mutex> g(mutex_);
   stats_.compiles++;
   stats_.compile_seconds += secs;
@@ -155,12 +203,7 @@ std::vector<c10::IValue> GraphExecutable::run(const std::vector<at::Tensor>& inp
   for (size_t i = 0; i < inputs.size(); ++i) scanner.tensor(inputs[i], state.args[i]);
   bool hit = false;
   std::shared_ptr<Entry> entry = cache_.get_or_build(
-      state.key,
-      [&] {
-        runtime::metrics().cache_misses++;
-        return build(state, inputs, misses_.explain_and_record(name_, describe_inputs(inputs)));
-      },
-      &hit);
+      state.key, [&] { return build(state, inputs); }, &hit);
   if (hit) runtime::metrics().cache_hits++;
   int dev = state.device >= 0 ? state.device : device::current_device();
   torch::jit::Stack no_stack;

@@ -12,7 +12,6 @@
 
 #include "exec/program.h"
 #include "lowering/lowering.h"
-#include "runtime/miss_log.h"
 #include "runtime/program_cache.h"
 
 namespace torchtpu::aten {
@@ -44,8 +43,11 @@ class GraphExecutable {
 
  private:
   using Entry = exec::ProgramEntry;
-  std::shared_ptr<Entry> build(struct CallState& state, const std::vector<at::Tensor>& inputs,
-                               const std::string& why);
+  // A signature missed the cache: its recipe from an earlier process, or lowered and compiled.
+  std::shared_ptr<Entry> build(struct CallState& state, const std::vector<at::Tensor>& inputs);
+  std::shared_ptr<Entry> from_recipe(const std::string& key, const runtime::Signature& sig,
+                                     const struct CallState& state,
+                                     const std::vector<at::Tensor>& inputs) const;
 
   std::string name_;
   int num_inputs_;
@@ -54,7 +56,7 @@ class GraphExecutable {
   std::vector<std::pair<int, int>> results_;
   mutable std::mutex mutex_;
   runtime::ProgramCache<Entry> cache_;
-  runtime::MissExplainer misses_;
+  std::string structure_;  // exec::structure_hash of spec_, made at the first miss
   GraphStats stats_;
 };
 

@@ -11,6 +11,7 @@
 #include "lowering/checks.h"
 #include "lowering/strided.h"
 #include "runtime/device_checks.h"
+#include "runtime/metrics.h"
 #include "runtime/runtime.h"
 #include "stablehlo/builder.h"
 
@@ -375,6 +376,8 @@ class Builder {
 }  // namespace
 
 std::string build(const ProgramSpec& spec, CallState& state, ProgramEntry& e) {
+  // Counted so a warm restart can show it lowered nothing (recipes: exec/recipe.h).
+  runtime::metrics().modules_lowered++;
   return Builder(state, e).build(spec);
 }
 

@@ -18,6 +18,7 @@
 #include "lowering/lowering.h"
 #include "runtime/compile.h"
 #include "runtime/device_checks.h"
+#include "runtime/signature.h"
 #include "stablehlo/types.h"
 
 namespace torchtpu::exec {
@@ -43,6 +44,9 @@ struct ProgramEntry {
   std::vector<OutputSink> outputs;
   uint64_t rng_numel = 0;      // how far a launch advances the generators it draws from
   runtime::CheckSpecs checks;  // device-side checks: the program's last output holds them
+  // What it was built for, typed: a later miss of the same op or graph is explained against it
+  // while it is cached (runtime::SignatureIndex holds it weakly).
+  std::shared_ptr<const runtime::Signature> signature;
 };
 
 // One argument of a node, in schema order.

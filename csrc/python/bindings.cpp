@@ -19,6 +19,7 @@
 #include "runtime/interrupt.h"
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
+#include "runtime/signature.h"
 
 namespace torchtpu::device {
 void register_hooks();
@@ -122,6 +123,9 @@ PYBIND11_MODULE(_C, m) {
     d["cache_hits"] = x.cache_hits.load();
     d["cache_misses"] = x.cache_misses.load();
     d["program_cache_evictions"] = x.program_cache_evictions.load();
+    d["recompiles"] = x.recompiles.load();
+    d["modules_lowered"] = x.modules_lowered.load();
+    d["graph_cache_evictions"] = x.graph_cache_evictions.load();
     d["programs_shared"] = x.programs_shared.load();
     d["disk_cache_hits"] = x.disk_cache_hits.load();
     d["disk_cache_misses"] = x.disk_cache_misses.load();
@@ -144,7 +148,13 @@ PYBIND11_MODULE(_C, m) {
     d["cpu_fallbacks_by_op"] = by_op;
     return d;
   });
-  m.def("_reset_metrics", &runtime::reset_metrics);
+  m.def("_reset_metrics", [] {
+    runtime::reset_metrics();
+    runtime::clear_recompile_reasons();
+  });
+  m.def("_recompile_reasons", &runtime::recompile_reasons);
+  // A compiled graph's bounded cache (torchtpu/_dynamo.py) dropped a specialization.
+  m.def("_count_graph_cache_eviction", [] { runtime::metrics().graph_cache_evictions++; });
   m.def("_kineto_profiler_registered", &profiler::kineto_profiler_registered);
   // The plugin's PJRT_Plugin_Attributes (e.g. the StableHLO versions it reads).
   m.def("_plugin_attributes", [] {

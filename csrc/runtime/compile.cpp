@@ -305,7 +305,7 @@ std::string recipe_key(const std::string& typed_signature) {
   return to_hex(sha256(fields));
 }
 
-Recipe load_recipe(const std::string& key) {
+Recipe load_recipe(const std::string& key, const std::string& name) {
   Recipe r;
   if (key.empty() || !disk_cache().enabled()) return r;
   auto start = std::chrono::steady_clock::now();
@@ -323,6 +323,7 @@ Recipe load_recipe(const std::string& key) {
     metrics().disk_cache_corrupt++;
     return Recipe();
   }
+  if (!name.empty()) signature = name;
   if (std::shared_ptr<pjrt::Executable> same = shared_modules().find(exe_key)) {
     // Another signature of this process already loaded or compiled the executable.
     metrics().programs_shared++;

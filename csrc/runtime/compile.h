@@ -56,7 +56,9 @@ struct Recipe {
   std::shared_ptr<Program> program;
   std::string metadata;
 };
-Recipe load_recipe(const std::string& key);
+// `name`, when given, names the program in this process (a compiled graph's name differs from
+// the recording process's); else the recorded signature does.
+Recipe load_recipe(const std::string& key, const std::string& name = std::string());
 // Records `program` (compiled or loaded by compile_program, so it has a disk key) under `key`.
 void store_recipe(const std::string& key, const Program& program, const std::string& metadata);
 

@@ -16,6 +16,15 @@ struct Metrics {
   std::atomic<int64_t> cache_misses{0};
   // Programs dropped from the bounded in-memory caches (TORCHTPU_PROGRAM_CACHE_MAX_ENTRIES).
   std::atomic<int64_t> program_cache_evictions{0};
+  // Misses of an op or graph that already had a compiled signature (runtime/signature.h says
+  // which cached signature was nearest and what differs: torchtpu.recompile_reasons()).
+  std::atomic<int64_t> recompiles{0};
+  // Modules built by lowering (exec::build), eager ops and graphs alike: a warm restart that
+  // reaches its executables through recipes lowers none.
+  std::atomic<int64_t> modules_lowered{0};
+  // Compiled graphs' specializations dropped from their bounded caches (a dynamic graph's
+  // per-size programs, torchtpu.compile_step's per-signature traces).
+  std::atomic<int64_t> graph_cache_evictions{0};
   // Memory misses whose module was identical to one already held (compile.h): not compiled.
   std::atomic<int64_t> programs_shared{0};
   std::atomic<int64_t> disk_cache_hits{0};

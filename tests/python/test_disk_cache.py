@@ -469,6 +469,72 @@ def test_compiled_graphs_share_the_cache(tmp_path):
     assert second["disk_cache_hits"] == first["programs_compiled"]
 
 
+# A compiled train step (forward and backward graphs, SGD updates eagerly) against the CPU's.
+COMPILED_TRAIN_CHILD = textwrap.dedent(
+    """
+    import json, sys
+    import torch, torch.nn as nn, torchtpu
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 4))
+    x, y = torch.randn(5, 8), torch.randn(5, 4)
+    ref = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 4))
+    ref.load_state_dict(model.state_dict())
+    model.to("tpu")
+    compiled = torch.compile(model, backend="tpu")
+
+    def step(m, f, x, y):
+        loss = torch.nn.functional.mse_loss(f(x), y)
+        loss.backward()
+        with torch.no_grad():
+            for p in m.parameters():
+                p -= 0.1 * p.grad
+                p.grad = None
+        return loss.detach()
+
+    torchtpu.reset_metrics()
+    ok = True
+    for _ in range(2):
+        got = step(model, compiled, x.to("tpu"), y.to("tpu")).cpu()
+        want = step(ref, ref, x, y)
+        ok &= torch.allclose(got, want, rtol=1e-4, atol=1e-5)
+    for p, q in zip(model.parameters(), ref.parameters()):
+        ok &= torch.allclose(p.cpu(), q, rtol=1e-4, atol=1e-5)
+    m = torchtpu.metrics()
+    m.pop("cpu_fallbacks_by_op")
+    print(json.dumps({"ok": bool(ok), "metrics": m}))
+    """
+)
+
+
+@pytest.mark.parametrize("aot_cache", [True, False], ids=["aot-cache", "traced-again"])
+def test_warm_compiled_train_step_lowers_nothing(tmp_path, aot_cache):
+    # A compiled graph's signature (its structure, typed inputs, platform, build) keys a recipe:
+    # a warm process goes from the signature to the executable without lowering or printing any
+    # module, whether AOTAutograd's cache hands it the graph or Dynamo and AOTAutograd trace it
+    # again (a fresh PyTorch cache folder each process).
+    def run_compiled(n):
+        env = child_env(tmp_path / "cache")
+        if not aot_cache:
+            env["TORCHINDUCTOR_CACHE_DIR"] = str(tmp_path / f"torch-{n}")
+        proc = subprocess.run([sys.executable, "-c", COMPILED_TRAIN_CHILD], env=env,
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        result = json.loads(proc.stdout.strip().splitlines()[-1])
+        assert result["ok"], "compiled step differs from the CPU's"
+        return result["metrics"]
+
+    cold = run_compiled(0)
+    assert cold["programs_compiled"] >= 2  # the forward and backward graphs at least
+    assert cold["modules_lowered"] == cold["programs_compiled"] + cold["programs_shared"]
+    assert cold["disk_cache_signature_writes"] == cold["modules_lowered"]
+    warm = run_compiled(1)
+    assert warm["programs_compiled"] == 0
+    assert warm["modules_lowered"] == 0
+    assert warm["disk_cache_signature_hits"] == cold["modules_lowered"]
+    assert warm["disk_cache_signature_writes"] == 0 and warm["disk_cache_misses"] == 0
+
+
 @pytest.mark.skipif(platform.machine() != "x86_64" or not os.path.exists("/proc/cpuinfo"),
                     reason="the feature names below are x86's, read from Linux's /proc/cpuinfo")
 def test_cache_key_names_the_host_instruction_sets():

@@ -172,24 +172,54 @@ def test_no_compile_log_by_default(capfd):
 
 NEAREST = """
 import torch, torchtpu
-a, b = torch.ones(4, 4, device="tpu"), torch.ones(4, 4, device="tpu")
-c, d = torch.ones(8, 8, device="tpu"), torch.ones(8, 8, device="tpu")
+a, b = torch.ones(4, 4).to("tpu"), torch.ones(4, 4).to("tpu")
+c, d = torch.ones(8, 8).to("tpu"), torch.ones(8, 8).to("tpu")
+e = torch.ones(1, 4).to("tpu")
+torchtpu.reset_metrics()
 torch.add(a, b)
 torch.add(c, d)                           # the previous miss, but two arguments away
-torch.add(a, torch.ones(1, 4, device="tpu"))
+torch.add(a, e)
 torch.tpu.synchronize()
+print("RECOMPILES", torchtpu.metrics()["recompiles"])
+for op, why in torchtpu.recompile_reasons():
+    print("REASON", op, "|", why)
 """
+
+
+def nearest_lines(proc):
+    lines = [l for l in proc.stderr.splitlines() if l.startswith("torchtpu: compiled aten::add")]
+    assert len(lines) == 3, proc.stderr
+    reasons = [l.split(" | ", 1) for l in proc.stdout.splitlines() if l.startswith("REASON")]
+    return lines, reasons
 
 
 def test_log_compiles_names_the_nearest_signature(run_python):
     proc = run_python(NEAREST, TORCHTPU_LOG_COMPILES="1", TORCHTPU_CACHE="0")
-    lines = [l for l in proc.stderr.splitlines() if l.startswith("torchtpu: compiled aten::add")]
-    assert len(lines) == 3, proc.stderr
+    lines, reasons = nearest_lines(proc)
     assert "first call of aten::add.Tensor" in lines[0]
-    assert "differs in self=Float[8, 8] (compiled: self=Float[4, 4])" in lines[1], lines[1]
+    assert ("nearest cached signature (of 1) aten::add.Tensor(self=Float[4, 4], other=Float[4, 4], "
+            "alpha=default) differs in arg 0 (self): sizes [8, 8] vs [4, 4]; "
+            "arg 1 (other): sizes [8, 8] vs [4, 4]") in lines[1], lines[1]
     # Nearest is the 4x4 call (only `other` differs), not the previous miss (8x8).
-    assert "differs in other=Float[1, 4] (compiled: other=Float[4, 4])" in lines[2], lines[2]
-    assert "self=" not in lines[2].split("differs in", 1)[1]
+    assert ("aten::add.Tensor(self=Float[4, 4], other=Float[4, 4], alpha=default) differs in "
+            "arg 1 (other): sizes [1, 4] vs [4, 4])") in lines[2], lines[2]
+    assert "arg 0" not in lines[2].split("differs in", 1)[1]
+    # The recompile counter and its reasons say the same (the first call is no recompile).
+    assert "RECOMPILES 2" in proc.stdout
+    assert [op for op, _ in reasons] == ["REASON aten::add.Tensor"] * 2
+    assert reasons[1][1] in lines[2]
+
+
+def test_nearest_signature_is_a_cached_one(run_python):
+    # With room for one program, the 4x4 program is evicted by the 8x8 one: the third call is
+    # explained against what the cache holds (8x8), not against a program it no longer has.
+    proc = run_python(NEAREST, TORCHTPU_LOG_COMPILES="1", TORCHTPU_CACHE="0",
+                      TORCHTPU_PROGRAM_CACHE_MAX_ENTRIES="1")
+    lines, reasons = nearest_lines(proc)
+    assert ("nearest cached signature (of 1) aten::add.Tensor(self=Float[8, 8], other=Float[8, 8], "
+            "alpha=default) differs in arg 0 (self): sizes [4, 4] vs [8, 8]; "
+            "arg 1 (other): sizes [1, 4] vs [8, 8]") in lines[2], lines[2]
+    assert len(reasons) == 2
 
 
 SHARED_MODULE = """
@@ -216,3 +246,19 @@ def test_identical_modules_compile_once_per_process(run_python, tmp_path):
         proc = run_python(SHARED_MODULE, **env)
         out = dict(line.split() for line in proc.stdout.splitlines() if line.count(" ") == 1)
         assert out == {"COMPILED": "0", "SHARED": "1", "DISK_HITS": "0"}, (env, proc.stdout)
+
+
+def test_graph_recompile_names_the_nearest_cached_signature():
+    # One compiled graph fed views of storages of two sizes: the same graph for Dynamo, two
+    # programs for torchtpu; the second miss names the first signature and what differs.
+    g = torch.compile(lambda x: x.sin() + 1, backend="tpu", dynamic=False)
+    recompiles = torchtpu.metrics()["recompiles"]
+    for k in (13, 14):
+        base = torch.arange(float(k))
+        got = g(base.to("tpu")[:12].view(3, 4)).cpu()
+        torch.testing.assert_close(got, base[:12].view(3, 4).sin() + 1)
+    assert torchtpu.metrics()["recompiles"] == recompiles + 1
+    op, why = torchtpu.recompile_reasons()[-1]
+    assert op.startswith("graph g"), op
+    assert "(input0=Float[3, 4] (view of Float[13]))" in why, why
+    assert why.endswith("differs in arg 0 (input0): storage dims [14] vs [13]"), why

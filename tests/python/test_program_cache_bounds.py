@@ -187,6 +187,42 @@ def test_released_graphs_free_their_programs_and_keep_their_counters():
 
 
 
+def test_specializations_of_a_graph_and_a_step_are_bounded(monkeypatch):
+    # A dynamic graph compiles one program per concrete size and torchtpu.compile_step one trace
+    # per signature; each keeps its programs and constants on the device, so both keep only the
+    # most recent _SPECIALIZATIONS_MAX (evictions counted), and a size met again still runs.
+    from torchtpu import _dynamo
+
+    monkeypatch.setattr(_dynamo, "_SPECIALIZATIONS_MAX", 2)
+    torch._dynamo.reset()
+    before_graphs = set(_dynamo._graphs)
+    ev = torchtpu.metrics()["graph_cache_evictions"]
+
+    def f(x):
+        return (x * 2).sin().sum(0)
+
+    cf = torch.compile(f, backend="tpu", dynamic=True)
+    for n in (3, 4, 5, 6, 3):
+        x = torch.randn(n, 4)
+        assert_close(cf(x.to("tpu")).cpu(), f(x))
+    # 3, 4, 5 (3 goes), 6 (4 goes), 3 again (5 goes).
+    assert torchtpu.metrics()["graph_cache_evictions"] - ev == 3
+    live = [n for n in _dynamo._graphs if n not in before_graphs]
+    assert len(live) == 2, live  # the evicted specializations left graph_metrics()' live table
+    assert all(n in _dynamo.graph_metrics() for n in live)
+
+    model = torch.nn.Linear(4, 3).to("tpu")
+    step = torchtpu.compile_step(lambda x: model(x).sum(), model)
+    ev = torchtpu.metrics()["graph_cache_evictions"]
+    for n in (2, 3, 5, 2):
+        x = torch.randn(n, 4)
+        want = (x @ model.weight.detach().cpu().T + model.bias.detach().cpu()).sum()
+        assert_close(step(x.to("tpu")).cpu(), want, rtol=1e-4, atol=1e-5)
+    assert step.num_signatures == 2
+    assert torchtpu.metrics()["graph_cache_evictions"] - ev == 2
+    torch._dynamo.reset()
+
+
 RSS_BOUNDED = """
 import gc, torch, torchtpu
 

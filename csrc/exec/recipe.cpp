@@ -1,0 +1,181 @@
+#include "exec/recipe.h"
+
+#include <c10/util/Exception.h>
+
+#include <cstring>
+#include <sstream>
+#include <stdexcept>
+
+#include "runtime/disk_cache.h"
+
+namespace torchtpu::exec {
+
+void write_entry(runtime::RecipeWriter& w, const ProgramEntry& e) {
+  w.ints(std::vector<int64_t>(e.used_params.begin(), e.used_params.end()));
+  w.i64(static_cast<int64_t>(e.outputs.size()));
+  for (const OutputSink& o : e.outputs) {
+    w.i64((o.to_storage ? 1 : 0) | (o.to_cpu_input ? 2 : 0));
+    w.i64(o.index);
+    w.ints(o.dims);
+    w.i64(static_cast<int64_t>(o.dtype));
+    w.i64(static_cast<int64_t>(o.element_type));
+    // A result stored in a memory format's physical order (channels_last): its logical sizes
+    // and the CPU's strides, without which a reloaded recipe returned the physical shape.
+    w.ints(o.sizes);
+    w.ints(o.strides);
+  }
+  w.i64(static_cast<int64_t>(e.rng_numel));
+  w.i64(e.checks ? static_cast<int64_t>(e.checks->size()) : 0);
+  if (e.checks) {
+    for (const runtime::CheckSpec& c : *e.checks) {
+      w.str(c.op);
+      w.str(c.message);
+      w.i64(static_cast<int64_t>(c.error));
+    }
+  }
+}
+
+bool read_entry(runtime::RecipeReader& r, ProgramEntry& e, size_t num_params, size_t num_inputs) {
+  const auto nparams = static_cast<int64_t>(num_params);
+  for (int64_t p : r.ints()) {
+    if (p < -1 || p >= nparams) return false;
+    e.used_params.push_back(static_cast<int>(p));
+  }
+  int64_t nout = r.i64();
+  if (nout < 0 || nout > 1 << 20) return false;
+  for (int64_t i = 0; i < nout; ++i) {
+    OutputSink o;
+    int64_t flags = r.i64();
+    o.to_storage = (flags & 1) != 0;
+    o.to_cpu_input = (flags & 2) != 0;
+    o.index = static_cast<int>(r.i64());
+    o.dims = r.ints();
+    o.dtype = static_cast<c10::ScalarType>(r.i64());
+    o.element_type = static_cast<shlo::ElementType>(r.i64());
+    o.sizes = r.ints();
+    o.strides = r.ints();
+    if (o.sizes.size() != o.strides.size() || o.index < 0) return false;
+    if (o.to_storage && o.index >= nparams) return false;
+    if (o.to_cpu_input && static_cast<size_t>(o.index) >= num_inputs) return false;
+    e.outputs.push_back(std::move(o));
+  }
+  e.rng_numel = static_cast<uint64_t>(r.i64());
+  int64_t nchecks = r.i64();
+  if (nchecks < 0 || nchecks > 1 << 20) return false;
+  if (nchecks > 0) {
+    auto specs = std::make_shared<std::vector<runtime::CheckSpec>>();
+    for (int64_t i = 0; i < nchecks; ++i) {
+      runtime::CheckSpec c;
+      c.op = r.str();
+      c.message = r.str();
+      c.error = static_cast<runtime::CheckError>(r.i64());
+      specs->push_back(std::move(c));
+    }
+    e.checks = std::move(specs);
+  }
+  return true;
+}
+
+namespace {
+
+class StructureWriter {
+ public:
+  void tag(char c) { out_.push_back(c); }
+  void i64(int64_t v) { out_.append(reinterpret_cast<const char*>(&v), sizeof(v)); }
+  void str(const std::string& s) {
+    i64(static_cast<int64_t>(s.size()));
+    out_ += s;
+  }
+  void f64(double x) {
+    int64_t bits;
+    std::memcpy(&bits, &x, sizeof(bits));
+    i64(bits);
+  }
+  // Constants bit for bit: two graphs that differ only in a constant (0.1 vs 0.1000001) are two
+  // programs.
+  void value(const c10::IValue& v) {
+    if (v.isNone()) {
+      tag('n');
+    } else if (v.isBool()) {
+      tag(v.toBool() ? 'T' : 'F');
+    } else if (v.isInt()) {
+      tag('i');
+      i64(v.toInt());
+    } else if (v.isDouble()) {
+      tag('f');
+      f64(v.toDouble());
+    } else if (v.isComplexDouble()) {
+      tag('c');
+      c10::complex<double> z = v.toComplexDouble();
+      f64(z.real());
+      f64(z.imag());
+    } else if (v.isString()) {
+      tag('s');
+      str(v.toStringRef());
+    } else if (v.isDevice()) {
+      tag('D');
+      str(v.toDevice().str());
+    } else if (v.isList()) {
+      tag('[');
+      for (const c10::IValue& item : v.toList()) value(item);
+      tag(']');
+    } else if (v.isTuple()) {
+      tag('(');
+      for (const c10::IValue& item : v.toTupleRef().elements()) value(item);
+      tag(')');
+    } else {
+      // Anything else a schema constant can be (a dtype or layout arrives as an int): its
+      // printed form with its type.
+      std::ostringstream os;
+      os << v.tagKind() << ':' << v;
+      tag('?');
+      str(os.str());
+    }
+  }
+  void arg(const NodeArg& a) {
+    i64(static_cast<int64_t>(a.kind));
+    i64(a.index);
+    i64(a.output);
+    value(a.constant);
+    i64(static_cast<int64_t>(a.items.size()));
+    for (const NodeArg& item : a.items) arg(item);
+  }
+  const std::string& bytes() const { return out_; }
+
+ private:
+  std::string out_;
+};
+
+}  // namespace
+
+std::string structure_hash(const ProgramSpec& spec) {
+  StructureWriter w;
+  w.str("torchtpu-program-structure-1");
+  w.i64(spec.rng_streams);
+  w.i64(spec.donate);
+  w.i64(static_cast<int64_t>(spec.nodes.size()));
+  for (const Node& n : spec.nodes) {
+    w.str(n.name);
+    w.i64(n.overwrites_self);
+    w.i64(static_cast<int64_t>(n.out_types.size()));
+    for (const auto& t : n.out_types) {
+      w.i64(static_cast<int64_t>(t.dtype));
+      w.i64(static_cast<int64_t>(t.shape.size()));
+      for (int64_t d : t.shape) w.i64(d);
+    }
+    w.i64(static_cast<int64_t>(n.args.size()));
+    for (const NodeArg& a : n.args) w.arg(a);
+  }
+  w.i64(static_cast<int64_t>(spec.returns.size()));
+  for (const NodeArg& a : spec.returns) w.arg(a);
+  w.i64(static_cast<int64_t>(spec.layouts.size()));
+  for (const auto& l : spec.layouts) {
+    w.i64(static_cast<int64_t>(l.size()));
+    for (int64_t d : l) w.i64(d);
+  }
+  // Writes name eager slots by pointer: a spec with writes is an eager op's, keyed otherwise.
+  TORCH_INTERNAL_ASSERT(spec.writes.empty(), "torchtpu: structure_hash of a spec with writes");
+  return runtime::to_hex(runtime::sha256(w.bytes()));
+}
+
+}  // namespace torchtpu::exec
