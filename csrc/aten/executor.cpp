@@ -396,6 +396,9 @@ std::shared_ptr<Entry> build_entry(const OpPlan& plan, const c10::OperatorHandle
       runtime::metrics().cache_misses++;
       auto sig = std::make_shared<runtime::Signature>(
           eager_signature(plan.called_name, schema, state, *stack, first));
+      // Not compiled, but still a miss of an op that may have other signatures cached: counted
+      // and explained like one.
+      cache().signatures.explain_miss(plan.called_name, *sig);
       recorded->signature = sig;
       cache().signatures.add(plan.called_name, sig);
       return recorded;

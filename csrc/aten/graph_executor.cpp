@@ -163,6 +163,7 @@ std::shared_ptr<GraphExecutable::Entry> GraphExecutable::build(
   std::shared_ptr<Entry> entry =
       recipe.empty() ? nullptr : from_recipe(recipe, *sig, state, inputs);
   if (entry) {
+    graph_signatures().explain_miss(family_of(name_), *sig);  // a recompile all the same
     entry->signature = sig;
     graph_signatures().add(family_of(name_), sig);
     return entry;

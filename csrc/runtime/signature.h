@@ -87,7 +87,8 @@ class SignatureIndex {
  public:
   // Why `sig` missed: the nearest cached signature of its family and what differs, or that none
   // is cached. Counts a recompile (metrics().recompiles and recompile_reasons()) when another
-  // signature of the family is or was cached.
+  // signature of the family is or was cached, whether the new program is then compiled or
+  // loaded from the disk cache.
   std::string explain_miss(const std::string& family, const Signature& sig);
   // `sig` is cached from now on (as long as its owner holds it).
   void add(const std::string& family, const std::shared_ptr<const Signature>& sig);
