@@ -14,7 +14,7 @@ config): inference forward and the full train step (forward, backward, AdamW ste
 
 One JSON object per line: {"workload", "mode", "phase", "median_ms" | "ms", "cpu_median_ms",
 "programs_compiled", "programs_per_step", "ratio_to_cpu_eager", "ratio_to_torchax_jit",
-"cpu_time_ratio_to_*"}, after a first line naming the host and its load (cpu_median_ms: the
+"ratio_to_cpu_inductor", "cpu_time_ratio_to_*"}, after a first line naming the host and its load (cpu_median_ms: the
 process's CPU time per steady step, all threads). programs_per_step counts torchtpu program executions per steady-state step.
 The cold and warm runs use a private cache folder (torchtpu's and PyTorch's), so the numbers do
 not depend on earlier runs. --modes picks a subset (cpu-eager, the baseline of every ratio, always
@@ -235,7 +235,7 @@ def run_torchax(workload, steps):
 
 
 def emit(workload, mode, times, cpu_times, compiled, per_step, baseline, jax_baseline,
-         rnd=None):
+         rnd=None, inductor_baseline=None):
     first = {"workload": workload, "mode": mode, "phase": "first", "ms": round(times[0], 2)}
     median = statistics.median(times[2:])
     cpu = statistics.median(cpu_times[2:])
@@ -253,6 +253,11 @@ def emit(workload, mode, times, cpu_times, compiled, per_step, baseline, jax_bas
         first["ratio_to_torchax_jit"] = round(times[0] / jax_baseline[0], 3)
         steady["ratio_to_torchax_jit"] = round(median / jax_baseline[1], 3)
         steady["cpu_time_ratio_to_torchax_jit"] = round(cpu / jax_baseline[2], 3)
+    # Issue 9's target for the compiled train step is Inductor on the same CPU, same run.
+    if inductor_baseline is not None and mode != "cpu-inductor":
+        first["ratio_to_cpu_inductor"] = round(times[0] / inductor_baseline[0], 3)
+        steady["ratio_to_cpu_inductor"] = round(median / inductor_baseline[1], 3)
+        steady["cpu_time_ratio_to_cpu_inductor"] = round(cpu / inductor_baseline[2], 3)
     if rnd is not None:
         first["round"] = steady["round"] = rnd
     print(json.dumps(first), flush=True)
@@ -299,7 +304,7 @@ def main():
         cache = tempfile.mkdtemp(prefix="torchtpu-bench-cache-")
         step_cache = tempfile.mkdtemp(prefix="torchtpu-bench-step-cache-")
         for workload in args.workloads.split(","):
-            baseline = jax_baseline = None
+            baseline = jax_baseline = inductor_baseline = None
             # Every mode in its own process, so first calls are really first.
             for mode in modes:
                 if workload != "train_step" and mode in TRAIN_ONLY:
@@ -332,9 +337,11 @@ def main():
                 data = json.loads(r.stdout.strip().splitlines()[-1])
                 result = emit(workload, mode, data["times"], data["cpu_times"], data["compiled"],
                               data["per_step"], baseline, jax_baseline,
-                              rnd if args.rounds > 1 else None)
+                              rnd if args.rounds > 1 else None, inductor_baseline)
                 if mode == "cpu-eager":
                     baseline = result
+                elif mode == "cpu-inductor":
+                    inductor_baseline = result
                 elif mode == "torchax-jit":
                     jax_baseline = result
 

@@ -3,14 +3,24 @@
 Prints one JSON object per line: {"op", "device", "median_us", ...}; the ratio lines compare
 tpu to the CPU baseline measured in the same run. Each tpu op includes launch and, for the
 final sample set, nothing waits: ops are asynchronous, so a sync closes each timed batch.
+
+The CPU baseline runs on one thread (torch.set_num_threads(1), and OMP_NUM_THREADS /
+OPENBLAS_NUM_THREADS / MKL_NUM_THREADS=1 set before torch loads): with its default pool of
+threads, matmul's baseline swung 11-660 us on a loaded 2-core host as its threads fought other
+processes, which made the ratio meaningless. The first line records the settings and the load.
 """
 
 import json
+import os
 
-import torch
+# Before torch (and its BLAS) load: the thread pools read these once.
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
 
-import torchtpu
-from timing import median_call_time
+import torch  # noqa: E402
+
+import torchtpu  # noqa: E402
+from timing import median_call_time  # noqa: E402
 
 
 def cases(device):
@@ -28,6 +38,12 @@ def cases(device):
 
 
 def main():
+    torch.set_num_threads(1)
+    print(json.dumps({"host": {"cpus": os.cpu_count(), "loadavg_1m": os.getloadavg()[0],
+                               "torch_threads": torch.get_num_threads(),
+                               "env": {k: os.environ[k] for k in
+                                       ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                                        "MKL_NUM_THREADS", "NPROC") if k in os.environ}}}))
     sync = {"cpu": lambda: None, "tpu": torch.tpu.synchronize}
     results = {}
     for device in ("cpu", "tpu"):
