@@ -48,6 +48,8 @@ struct ArgDesc {
   lowering::StridedView view;
   c10::ScalarType dtype = c10::kFloat;
   std::vector<ArgDesc> items;  // kTensorList (kNone entries for absent optionals), kScalarList
+  // Back to a default-constructed ArgDesc, keeping the view's allocations (see CallState::clear).
+  void reset();
 };
 
 struct CallState {
@@ -58,6 +60,9 @@ struct CallState {
   bool any_f64 = false;
   // Dims lists of released params, reused by the next scan (see PooledCallState).
   std::vector<std::vector<int64_t>> spare_dims;
+  // Sizes `args` to `n` slots, each reset: a pooled state keeps its ArgDescs from call to call
+  // instead of destroying and constructing them on every op.
+  void reset_args(size_t n);
   // Empties the state, keeping its allocations for the next call.
   void clear();
 };

@@ -1,6 +1,8 @@
 #include "aten/op_plan.h"
 
 #include <algorithm>
+#include <array>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -141,15 +143,35 @@ std::string full_name(const c10::OperatorName& name) {
   return name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
 }
 
-const OpPlan& plan_for(const c10::OperatorHandle& op) {
+namespace {
+
+const OpPlan& shared_plan_for(const c10::OperatorHandle& op, const void* key) {
   static std::mutex m;
   static std::unordered_map<const void*, std::unique_ptr<OpPlan>> plans;
-  const void* key = &op.schema();
   std::lock_guard<std::mutex> g(m);
   auto it = plans.find(key);
   if (it != plans.end()) return *it->second;
   auto plan = std::make_unique<OpPlan>(make_plan(op));
   return *plans.emplace(key, std::move(plan)).first->second;
+}
+
+}  // namespace
+
+const OpPlan& plan_for(const c10::OperatorHandle& op) {
+  // Every eager op asks, and the shared map costs a process-wide lock and a hash: each thread
+  // remembers its recent answers in a small direct-mapped table. Plans are never freed, so a
+  // remembered pointer stays valid.
+  struct Memo {
+    const void* key = nullptr;
+    const OpPlan* plan = nullptr;
+  };
+  constexpr size_t kSlots = 64;
+  thread_local std::array<Memo, kSlots> memo;
+  const void* key = &op.schema();
+  // Schemas are heap objects: the low bits carry no information.
+  Memo& slot = memo[(reinterpret_cast<uintptr_t>(key) >> 4) % kSlots];
+  if (slot.key != key) slot = {key, &shared_plan_for(op, key)};
+  return *slot.plan;
 }
 
 }  // namespace torchtpu::aten

@@ -151,6 +151,16 @@ TpuAllocator the_allocator;
 
 }  // namespace
 
+StorageHandle::StorageHandle(int device_index, BufferPtr buffer, std::vector<int64_t> dims,
+                             shlo::ElementType dtype)
+    : device_index_(device_index),
+      buffer_(std::move(buffer)),
+      dims_(std::move(dims)),
+      dtype_(dtype),
+      accounted_bytes_(buffer_ ? buffer_bytes(dims_, dtype_) : 0) {
+  account(device_index_, accounted_bytes_);
+}
+
 StorageHandle::~StorageHandle() { account(device_index_, -accounted_bytes_); }
 
 BufferPtr StorageHandle::buffer() const {
@@ -193,8 +203,7 @@ c10::Allocator* allocator() { return &the_allocator; }
 
 c10::Storage make_storage(size_t nbytes, int device_index, BufferPtr buffer,
                           std::vector<int64_t> dims, shlo::ElementType dtype) {
-  auto* handle = new StorageHandle(device_index);
-  handle->set_buffer(std::move(buffer), std::move(dims), dtype);
+  auto* handle = new StorageHandle(device_index, std::move(buffer), std::move(dims), dtype);
   c10::DataPtr ptr(
       handle, handle, &delete_handle,
       c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device_index)));

@@ -21,6 +21,10 @@ using BufferPtr = std::shared_ptr<pjrt::Buffer>;
 class StorageHandle {
  public:
   explicit StorageHandle(int device_index) : device_index_(device_index) {}
+  // Already holding `buffer`; no lock, since nobody else sees the handle yet (every eager op
+  // makes one per returned tensor).
+  StorageHandle(int device_index, BufferPtr buffer, std::vector<int64_t> dims,
+                shlo::ElementType dtype);
   ~StorageHandle();
 
   int device_index() const { return device_index_; }

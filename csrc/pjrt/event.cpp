@@ -71,6 +71,16 @@ void Event::await() const {
   plugin_->call(&PJRT_Api::PJRT_Event_Error, &error_args, "PJRT event");
 }
 
+bool Event::poll() const {
+  if (!is_ready()) return false;
+  if (event_ == nullptr) return true;
+  PJRT_Event_Error_Args error_args{};
+  error_args.struct_size = PJRT_Event_Error_Args_STRUCT_SIZE;
+  error_args.event = event_;
+  plugin_->call(&PJRT_Api::PJRT_Event_Error, &error_args, "PJRT event");
+  return true;
+}
+
 void Event::on_ready(std::function<void(const std::string& error)> callback) {
   if (event_ == nullptr) {
     callback("");

@@ -85,6 +85,9 @@ class Event {
   bool is_ready() const;
   // Blocks until ready; throws Error if the event carries an error.
   void await() const;
+  // Never blocks: false while pending; true when ready, after throwing Error if it failed. One
+  // plugin call fewer than is_ready() then await() (a ready event needs no Await).
+  bool poll() const;
   // Callback runs on a plugin thread when ready; the string is empty on success, else the error.
   void on_ready(std::function<void(const std::string& error)> callback);
 

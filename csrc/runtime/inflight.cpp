@@ -102,10 +102,7 @@ void track_execution(int device, std::unique_ptr<pjrt::Event> done) {
   // error as before.
   bool finished_ok = false;
   try {
-    if (done->is_ready()) {
-      done->await();  // returns at once; throws the execution's error
-      finished_ok = true;
-    }
+    finished_ok = done->poll();  // throws the execution's error
   } catch (const pjrt::Error&) {
   }
   if (finished_ok) {

@@ -431,3 +431,26 @@ def test_view_and_copy_metadata_match_cpu(name):
     assert got.shape == want.shape and got.dtype == want.dtype
     assert got.stride() == want.stride() and got.storage_offset() == want.storage_offset()
     torch.testing.assert_close(got.cpu(), want)
+
+
+def test_offset_views_and_whole_tensors_alternate_like_cpu():
+    # One thread's per-op argument records are reused from call to call: a view with a runtime
+    # offset, then whole tensors and scalars through the same and other ops (each a new
+    # signature, so each builds from a record that held the view before) must not see a stale
+    # offset, view or list item.
+    def run(device):
+        base = torch.arange(48.0, device=device).reshape(6, 8)
+        whole = torch.arange(8.0, device=device)
+        outs = []
+        for k in range(3):
+            row = base[k + 1, 2:7]  # a moving view: runtime offset
+            row.add_(1.5)
+            whole.add_(0.25 * (k + 1))
+            outs.append(torch.add(whole[:5], row, alpha=2.0))
+            outs.append(torch.stack([row, whole[1:6]]).sum(0))
+            torch._foreach_mul_([whole, base[0]], 1.5 + k)
+            outs.append(base.clone())
+        return [t.cpu() for t in outs] + [base.cpu(), whole.cpu()]
+
+    for got, want in zip(run("tpu"), run("cpu")):
+        assert_close(got, want)
