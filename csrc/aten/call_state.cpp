@@ -15,6 +15,7 @@
 #include "device/generator.h"
 #include "lowering/lowering.h"
 #include "runtime/inflight.h"
+#include "runtime/launch_queue.h"
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
 
@@ -510,18 +511,23 @@ std::vector<device::BufferPtr> launch_program(const runtime::Program& program,
                                               int dev) {
   runtime::Runtime& rt = runtime::get();
   const pjrt::Device& device = rt.device(dev);
-  // On the stack for the usual handful of arguments: this runs once per eager op.
+  // Straight to PJRT when the program is compiled, no launch waits in the device's queue and no
+  // input is pending; otherwise the launch queues (runtime/launch_queue.h) and returns at once.
+  bool queue = !program.ready() || runtime::launch_queue_busy(dev);
+  // On the stack for the usual handful of arguments: this runs once per eager op. Scalars and
+  // generator states are uploaded now, whether queued or not: a queued launch sees the values
+  // and the generator positions of its call.
   c10::SmallVector<device::BufferPtr, 8> keep;
-  c10::SmallVector<PJRT_Buffer*, 8> args;
+  c10::SmallVector<const device::BufferPtr*, 8> bufs;
+  keep.reserve(used_params.size());
   for (int index : used_params) {
     device::BufferPtr buf;
     if (index < 0) {
       auto [seed, offset] =
           device::next_seed_offset(std::nullopt, static_cast<c10::DeviceIndex>(dev), rng_numel);
       uint64_t seed_offset[2] = {seed, offset};
-      buf = upload(seed_offset, {2}, ElementType::kU64, dev);
-      args.push_back(buf->raw());
-      keep.push_back(std::move(buf));
+      keep.push_back(upload(seed_offset, {2}, ElementType::kU64, dev));
+      bufs.push_back(&keep.back());
       continue;
     }
     Param& p = state.params[static_cast<size_t>(index)];
@@ -530,7 +536,8 @@ std::vector<device::BufferPtr> launch_program(const runtime::Program& program,
         // Never-written storages are folded into the program as zeros, never passed. The
         // state's snapshot keeps the buffer alive for the launch.
         TORCH_INTERNAL_ASSERT(p.buffer, "torchtpu: uninitialized storage passed to a program");
-        args.push_back(p.buffer->raw());
+        queue = queue || !p.buffer->ready();
+        bufs.push_back(&p.buffer);
         continue;
       case Param::Kind::kScalar:
       case Param::Kind::kCpuTensor:
@@ -547,9 +554,17 @@ std::vector<device::BufferPtr> launch_program(const runtime::Program& program,
         break;
       }
     }
-    args.push_back(buf->raw());
     keep.push_back(std::move(buf));
+    bufs.push_back(&keep.back());
   }
+  if (queue) {
+    std::vector<device::BufferPtr> args;
+    args.reserve(bufs.size());
+    for (const device::BufferPtr* b : bufs) args.push_back(*b);
+    return runtime::enqueue_launch(program.shared_from_this(), std::move(args), dev);
+  }
+  c10::SmallVector<PJRT_Buffer*, 8> args;
+  for (const device::BufferPtr* b : bufs) args.push_back((*b)->raw());
   pjrt::ExecuteResult result = program.execute(args.data(), args.size(), device);
   runtime::metrics().executions++;
   if (runtime::launch_blocking()) {

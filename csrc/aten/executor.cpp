@@ -485,8 +485,12 @@ std::shared_ptr<Entry> build_entry(const OpPlan& plan, const c10::OperatorHandle
     built->return_lists = list_returns(op, called_args, built->outputs.size());
   }
   std::string why = cache().signatures.explain_miss(plan.called_name, *sig);
-  built->program = runtime::compile_program(text, signature, why);
-  if (!recipe.empty()) runtime::store_recipe(recipe, *built->program, recipe_of(*built));
+  // Off the critical path (runtime/compile_pool.h): the op returns with pending results.
+  const size_t num_outputs = built->outputs.size() + (built->checks ? 1 : 0);
+  std::string metadata = recipe.empty() ? std::string() : recipe_of(*built);
+  built->program =
+      runtime::compile_program_async(std::move(text), std::move(signature), std::move(why),
+                                     num_outputs, recipe, std::move(metadata));
   built->signature = sig;
   cache().signatures.add(plan.called_name, sig);
   return built;
@@ -512,15 +516,19 @@ void run_with_plan(const OpPlan& plan, const c10::OperatorHandle& op, torch::jit
     Scanner(state, /*with_views=*/false).scan(schema, *stack, first);
 
     bool hit = false;
-    std::shared_ptr<Entry> entry = cache().programs.get_or_build(
-        state.key,
-        [&] {
-          std::shared_ptr<Entry> built = build_entry(plan, op, stack, first, state, attempt);
-          // For torchtpu.warmup: this call, as a replayable record of its signature.
-          if (built && !built->fallback) record_signature(op, *stack, first, state.key);
-          return built;
-        },
-        &hit);
+    const auto build = [&] {
+      std::shared_ptr<Entry> built = build_entry(plan, op, stack, first, state, attempt);
+      // For torchtpu.warmup: this call, as a replayable record of its signature.
+      if (built && !built->fallback) record_signature(op, *stack, first, state.key);
+      return built;
+    };
+    std::shared_ptr<Entry> entry = cache().programs.get_or_build(state.key, build, &hit);
+    if (entry && hit && !entry->fallback && entry->program->failed()) {
+      // Its compile failed in the background (that error went to the launches that used it):
+      // compile again, as a synchronous failure would have left nothing cached either.
+      cache().programs.erase(state.key, entry);
+      entry = cache().programs.get_or_build(state.key, build, &hit);
+    }
     if (!entry) continue;  // out= arguments changed shape: so did the signature
     if (hit) runtime::metrics().cache_hits++;
     if (entry->fallback) return cpu_fallback(op, stack, entry->fallback_reason);

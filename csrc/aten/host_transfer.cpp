@@ -150,6 +150,7 @@ void to_cpu_into(const at::Tensor& t, const at::Tensor& out) {
     // Ctrl-C while the value is still being computed raises KeyboardInterrupt here; the
     // transfer has not started, so nothing writes into `out` afterwards.
     try {
+      runtime::wait_resolved(*buf);  // its program may still be compiling
       runtime::wait_ready(*buf->ready_event());
     } catch (const pjrt::Error&) {
       // A failed producer: to_host below reports it.

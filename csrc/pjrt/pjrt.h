@@ -2,6 +2,7 @@
 // No torch headers here: this layer builds and tests alone.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -123,11 +124,29 @@ class Device {
 class Buffer {
  public:
   Buffer(std::shared_ptr<Plugin> plugin, PJRT_Buffer* buffer);
+  // A buffer whose PJRT buffer does not exist yet: the program producing it is still compiling
+  // or waits in a launch queue. It becomes a buffer like any other with resolve(), or carries
+  // an error after fail(); until then every accessor below waits, so any reader (host copies,
+  // launches, device copies, collectives) sees the data in program order without knowing.
+  static std::shared_ptr<Buffer> pending(std::shared_ptr<Plugin> plugin);
   ~Buffer();  // PJRT_Buffer_Destroy
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
 
-  PJRT_Buffer* raw() const { return buffer_; }
+  // Waits while pending; throws Error with the producer's message if it failed.
+  PJRT_Buffer* raw() const {
+    PJRT_Buffer* b = buffer_.load(std::memory_order_acquire);
+    return b != nullptr ? b : wait();
+  }
+  // False while pending (or failed): one atomic load, for the launch fast path.
+  bool ready() const { return buffer_.load(std::memory_order_acquire) != nullptr; }
+  // Waits up to `ms` milliseconds for a pending buffer; true once resolved or failed.
+  bool wait_for(int ms) const;
+  // For the producer of a pending buffer, exactly one of them, once.
+  void resolve(PJRT_Buffer* buffer);
+  void fail(const std::string& error);
+  // Gives up ownership of the PJRT buffer (moved into a pending one); this one becomes empty.
+  PJRT_Buffer* release() { return buffer_.exchange(nullptr); }
   PJRT_Buffer_Type element_type() const;
   std::vector<int64_t> dimensions() const;
   size_t on_device_size_in_bytes() const;
@@ -143,8 +162,11 @@ class Buffer {
   bool is_deleted() const;
 
  private:
+  struct Pending;
+  PJRT_Buffer* wait() const;
   std::shared_ptr<Plugin> plugin_;
-  PJRT_Buffer* buffer_;
+  std::atomic<PJRT_Buffer*> buffer_;
+  std::unique_ptr<Pending> pending_;  // only for buffers made by pending()
 };
 
 struct ExecuteResult {

@@ -13,10 +13,12 @@
 #include "lowering/lowering.h"
 #include "profiler/profiler.h"
 #include "runtime/compile.h"
+#include "runtime/compile_pool.h"
 #include "runtime/device_checks.h"
 #include "runtime/disk_cache.h"
 #include "runtime/fork.h"
 #include "runtime/interrupt.h"
+#include "runtime/launch_queue.h"
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
 #include "runtime/signature.h"
@@ -116,6 +118,13 @@ PYBIND11_MODULE(_C, m) {
   });
 
   m.def("_metrics", [] {
+    {
+      // Compiles and launches of ops already called count as done: finish them first (a
+      // test holding compiles sees what has run so far).
+      py::gil_scoped_release no_gil;
+      runtime::wait_for_compiles();
+      if (!runtime::compiles_held()) runtime::wait_for_launch_queues();
+    }
     const runtime::Metrics& x = runtime::metrics();
     py::dict d;
     d["programs_compiled"] = x.programs_compiled.load();
@@ -136,6 +145,7 @@ PYBIND11_MODULE(_C, m) {
     d["disk_cache_evictions"] = x.disk_cache_evictions.load();
     d["disk_cache_load_failures"] = x.disk_cache_load_failures.load();
     d["executions"] = x.executions.load();
+    d["launches_queued"] = x.launches_queued.load();
     d["h2d_transfers"] = x.h2d_transfers.load();
     d["h2d_bytes"] = x.h2d_bytes.load();
     d["d2h_transfers"] = x.d2h_transfers.load();
@@ -155,6 +165,16 @@ PYBIND11_MODULE(_C, m) {
   m.def("_recompile_reasons", &runtime::recompile_reasons);
   // A compiled graph's bounded cache (torchtpu/_dynamo.py) dropped a specialization.
   m.def("_count_graph_cache_eviction", [] { runtime::metrics().graph_cache_evictions++; });
+  // Compiles off the critical path (runtime/compile_pool.h): whether they are on, and test hooks.
+  m.def("_async_compile", &runtime::async_compile);
+  m.def("_hold_compiles", &runtime::hold_compiles, py::arg("hold"));
+  m.def("_fail_next_compiles", &runtime::fail_next_compiles, py::arg("n") = 1);
+  m.def("_compiles_in_flight", &runtime::compiles_in_flight);
+  // Whether a tpu tensor's data is still to come: its program is compiling or queued.
+  m.def("_is_pending", [](const at::Tensor& t) {
+    device::BufferPtr b = device::handle_of(t)->buffer();
+    return b != nullptr && !b->ready();
+  });
   m.def("_kineto_profiler_registered", &profiler::kineto_profiler_registered);
   // The plugin's PJRT_Plugin_Attributes (e.g. the StableHLO versions it reads).
   m.def("_plugin_attributes", [] {

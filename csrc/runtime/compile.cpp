@@ -7,14 +7,17 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <stdexcept>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "config/config.h"
+#include "runtime/compile_pool.h"
 #include "runtime/disk_cache.h"
 #include "runtime/metrics.h"
 #include "runtime/plugin_log.h"
@@ -107,8 +110,29 @@ class SharedModules {
     if (!exe) table_.erase(it);
     return exe;
   }
+  // The executable of `key` if held; while another thread compiles or loads that module, waits
+  // for it (signatures racing to one module compile it once, also on the compile pool). Null:
+  // the caller builds it and then calls add() or abandon().
+  std::shared_ptr<pjrt::Executable> claim(const std::string& key) {
+    std::unique_lock<std::mutex> lk(mutex_);
+    for (;;) {
+      auto it = table_.find(key);
+      if (it != table_.end()) {
+        if (std::shared_ptr<pjrt::Executable> exe = it->second.lock()) return exe;
+        table_.erase(it);
+      }
+      if (building_.insert(key).second) return nullptr;
+      built_.wait(lk);
+    }
+  }
+  void abandon(const std::string& key) {
+    std::lock_guard<std::mutex> g(mutex_);
+    building_.erase(key);
+    built_.notify_all();
+  }
   void add(const std::string& key, const std::shared_ptr<pjrt::Executable>& exe) {
     std::lock_guard<std::mutex> g(mutex_);
+    if (building_.erase(key) != 0) built_.notify_all();
     table_[key] = exe;
     if (table_.size() < sweep_at_) return;
     for (auto it = table_.begin(); it != table_.end();) {
@@ -120,9 +144,21 @@ class SharedModules {
  private:
   static constexpr size_t kMinSweep = 1024;
   std::mutex mutex_;
+  std::condition_variable built_;
   std::unordered_map<std::string, std::weak_ptr<pjrt::Executable>> table_;
+  std::unordered_set<std::string> building_;
   size_t sweep_at_ = kMinSweep;
 };
+
+// fail_next_compiles: compiles left to fail.
+std::atomic<int> injected_failures{0};
+
+bool take_injected_failure() {
+  int n = injected_failures.load();
+  while (n > 0 && !injected_failures.compare_exchange_weak(n, n - 1)) {
+  }
+  return n > 0;
+}
 
 SharedModules& shared_modules() {
   static SharedModules* table = new SharedModules();  // never destroyed: used at exit
@@ -157,6 +193,7 @@ pjrt::ExecuteResult Program::execute(const std::vector<PJRT_Buffer*>& args,
 
 pjrt::ExecuteResult Program::execute(PJRT_Buffer* const* args, size_t num_args,
                                      const pjrt::Device& device) const {
+  if (!ready()) wait();
   const int64_t traced_start = trace::enabled() ? trace::now_ns() : 0;
   try {
     pjrt::ExecuteResult r = exe_->execute(args, num_args, &device);
@@ -177,8 +214,10 @@ std::shared_ptr<Program> compile_program(const std::string& mlir, const std::str
   trace::Scope traced(trace::Kind::kCompile, "tpu::compile", -1, 0, signature);
   // Memory miss -> identical module in memory -> disk -> compile. The key covers everything
   // that decides the executable.
+  TORCH_CHECK(!take_injected_failure(), "torchtpu: XLA failed to compile ", signature,
+              ": injected failure (torchtpu._C._fail_next_compiles)");
   const std::string module_key = cache_key(fingerprint(rt), rt.compile_options(), mlir);
-  if (std::shared_ptr<pjrt::Executable> same = shared_modules().find(module_key)) {
+  if (std::shared_ptr<pjrt::Executable> same = shared_modules().claim(module_key)) {
     metrics().programs_shared++;
     traced.set_detail(signature + " [identical module in memory]");
     if (log_compiles()) {
@@ -189,6 +228,14 @@ std::shared_ptr<Program> compile_program(const std::string& mlir, const std::str
     if (disk_cache().enabled()) program->set_disk_key(module_key);
     return program;
   }
+  // This thread builds the module now; an early exit (a failed compile) lets waiters try.
+  struct Claim {
+    const std::string& key;
+    bool added = false;
+    ~Claim() {
+      if (!added) shared_modules().abandon(key);
+    }
+  } claim{module_key};
   std::string key;
   if (disk_cache().enabled()) {
     auto start = std::chrono::steady_clock::now();
@@ -207,6 +254,7 @@ std::shared_ptr<Program> compile_program(const std::string& mlir, const std::str
         }
         std::shared_ptr<pjrt::Executable> shared = std::move(exe);
         shared_modules().add(module_key, shared);
+        claim.added = true;
         auto program = std::make_shared<Program>(std::move(shared), signature);
         program->set_disk_key(key);
         return program;
@@ -256,10 +304,66 @@ std::shared_ptr<Program> compile_program(const std::string& mlir, const std::str
   traced.set_detail(signature + (key.empty() ? " [compiled]" : " [disk cache miss: compiled]"));
   std::shared_ptr<pjrt::Executable> shared = std::move(exe);
   shared_modules().add(module_key, shared);
+  claim.added = true;
   auto program = std::make_shared<Program>(std::move(shared), signature);
   program->set_disk_key(key);
   return program;
 }
+
+void Program::wait() const {
+  if (state_.load(std::memory_order_acquire) == kCompiling) {
+    std::unique_lock<std::mutex> lk(mutex_);
+    done_.wait(lk, [&] { return state_.load(std::memory_order_acquire) != kCompiling; });
+  }
+  TORCH_CHECK(!failed(), error_);
+}
+
+void Program::finish(const Program& compiled) {
+  std::lock_guard<std::mutex> g(mutex_);
+  exe_ = compiled.exe_;
+  disk_key_ = compiled.disk_key_;
+  state_.store(kReady, std::memory_order_release);
+  done_.notify_all();
+}
+
+void Program::fail(std::string error) {
+  std::lock_guard<std::mutex> g(mutex_);
+  error_ = std::move(error);
+  state_.store(kFailed, std::memory_order_release);
+  done_.notify_all();
+}
+
+std::shared_ptr<Program> compile_program_async(std::string mlir, std::string signature,
+                                               std::string why, size_t num_outputs,
+                                               std::string recipe, std::string recipe_metadata) {
+  if (!async_compile()) {
+    std::shared_ptr<Program> program = compile_program(mlir, signature, why);
+    if (!recipe.empty()) store_recipe(recipe, *program, recipe_metadata);
+    return program;
+  }
+  auto program = std::make_shared<Program>(std::move(signature), num_outputs);
+  submit_compile([program, mlir = std::move(mlir), why = std::move(why), recipe = std::move(recipe),
+                  metadata = std::move(recipe_metadata)] {
+    try {
+      program->finish(*compile_program(mlir, program->signature(), why));
+    } catch (const c10::Error& e) {
+      program->fail(e.what_without_backtrace());
+      return;
+    } catch (const std::exception& e) {
+      program->fail("torchtpu: compiling " + program->signature() + " failed: " + e.what());
+      return;
+    }
+    // After finish: launches waiting for the program go on while the recipe is written. A
+    // failure to write only costs the next process a lowering.
+    try {
+      if (!recipe.empty()) store_recipe(recipe, *program, metadata);
+    } catch (const std::exception&) {
+    }
+  });
+  return program;
+}
+
+void fail_next_compiles(int n) { injected_failures.store(n > 0 ? n : 0); }
 
 // ---- recipes --------------------------------------------------------------------------------
 namespace {

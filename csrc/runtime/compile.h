@@ -1,8 +1,11 @@
 // Compiling StableHLO text into a PJRT executable, timed, counted and logged.
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -10,26 +13,44 @@
 
 namespace torchtpu::runtime {
 
-class Program {
+class Program : public std::enable_shared_from_this<Program> {
  public:
   // Shared: signatures whose programs lower to the same module share one executable.
   Program(std::shared_ptr<pjrt::Executable> exe, std::string signature)
-      : exe_(std::move(exe)), signature_(std::move(signature)) {}
-  // Enqueues the program; returns once launched.
+      : exe_(std::move(exe)), signature_(std::move(signature)), state_(kReady) {}
+  // A program still compiling (compile_program_async), which will have `num_outputs` outputs.
+  Program(std::string signature, size_t num_outputs)
+      : signature_(std::move(signature)), num_outputs_(num_outputs), state_(kCompiling) {}
+  // Enqueues the program; returns once launched. Waits for a compile still in flight.
   pjrt::ExecuteResult execute(const std::vector<PJRT_Buffer*>& args,
                               const pjrt::Device& device) const;
   pjrt::ExecuteResult execute(PJRT_Buffer* const* args, size_t num_args,
                               const pjrt::Device& device) const;
   const std::string& signature() const { return signature_; }
+  // One atomic load: the launch fast path asks it for every op.
+  bool ready() const { return state_.load(std::memory_order_acquire) == kReady; }
+  bool failed() const { return state_.load(std::memory_order_acquire) == kFailed; }
+  // Blocks until compiled; a failed compile throws its error (c10::Error naming the signature).
+  void wait() const;
+  size_t num_outputs() const { return ready() ? exe_->num_outputs() : num_outputs_; }
   pjrt::Executable& executable() const { return *exe_; }
   // The disk cache key of this executable (by its module), "" when the disk cache is off.
   const std::string& disk_key() const { return disk_key_; }
   void set_disk_key(std::string key) { disk_key_ = std::move(key); }
+  // The compile of a program made by the second constructor ended: exactly one, once.
+  void finish(const Program& compiled);
+  void fail(std::string error);
 
  private:
+  enum State : int { kCompiling, kReady, kFailed };
   std::shared_ptr<pjrt::Executable> exe_;
   std::string signature_;
   std::string disk_key_;
+  size_t num_outputs_ = 0;
+  std::atomic<int> state_;
+  std::string error_;  // kFailed
+  mutable std::mutex mutex_;
+  mutable std::condition_variable done_;
 };
 
 // `signature` names what is compiled (op and argument structure), `why` why it missed the
@@ -38,6 +59,17 @@ class Program {
 // no compile, no disk read (metrics: programs_shared).
 std::shared_ptr<Program> compile_program(const std::string& mlir, const std::string& signature,
                                          const std::string& why);
+
+// Compiles off the critical path: the same as compile_program, but on the compile pool
+// (runtime/compile_pool.h); returns at once a Program that launches wait for (aten launches
+// queue behind it, runtime/launch_queue.h). Once compiled, records `recipe_metadata` under
+// `recipe` (store_recipe) when that key is not empty. Synchronous when async_compile() is off.
+std::shared_ptr<Program> compile_program_async(std::string mlir, std::string signature,
+                                               std::string why, size_t num_outputs,
+                                               std::string recipe, std::string recipe_metadata);
+
+// Test hook: the next `n` compiles fail as if XLA had refused them.
+void fail_next_compiles(int n);
 
 // TORCHTPU_LOG_COMPILES=1: one stderr line per XLA compile (read once per process).
 bool log_compiles();

@@ -78,6 +78,8 @@ std::optional<Failure> read(const Deferred& d, bool at_op) {
 }
 
 bool ready(const Deferred& d) {
+  // Its program is still compiling or queued: not finished (asking the plugin would wait).
+  if (!d.flags->ready()) return false;
   try {
     return d.flags->ready_event()->is_ready();
   } catch (const pjrt::Error&) {

@@ -88,6 +88,9 @@ void note_finished(int device, uint64_t seq, const std::string& error) {
   st.finished_cv.notify_all();
 }
 
+// Follows execution `seq` of `device` until its completion callback counts it finished.
+void watch(int device, uint64_t seq, std::unique_ptr<pjrt::Event> done);
+
 }  // namespace
 
 void track_execution(int device, std::unique_ptr<pjrt::Event> done) {
@@ -117,6 +120,30 @@ void track_execution(int device, std::unique_ptr<pjrt::Event> done) {
     std::lock_guard<std::mutex> g(mutex);
     seq = ++devices[device].launched;
   }
+  watch(device, seq, std::move(done));
+}
+
+uint64_t reserve_execution(int device) {
+  State& st = state();
+  std::lock_guard<std::mutex> g(st.mutex);
+  return ++st.devices[device].launched;
+}
+
+void track_reserved(int device, uint64_t seq, std::unique_ptr<pjrt::Event> done) {
+  if (!done) return skip_reserved(device, seq, std::string());
+  watch(device, seq, std::move(done));
+}
+
+void skip_reserved(int device, uint64_t seq, const std::string& error) {
+  note_finished(device, seq, error);
+}
+
+namespace {
+
+void watch(int device, uint64_t seq, std::unique_ptr<pjrt::Event> done) {
+  State& st = state();
+  auto& mutex = st.mutex;
+  auto& devices = st.devices;
   // Registered without the lock held: the plugin may run the callback right here when the
   // execution already finished.
   try {
@@ -146,6 +173,8 @@ void track_execution(int device, std::unique_ptr<pjrt::Event> done) {
     }
   }
 }
+
+}  // namespace
 
 void wait_for_executions(int device) {
   State& st = state();

@@ -6,12 +6,22 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "pjrt/pjrt.h"
 
 namespace torchtpu::runtime {
 
 void track_execution(int device, std::unique_ptr<pjrt::Event> done);
+// A launch queued before it can run (runtime/launch_queue.h) takes its place in the device's
+// order now, so that synchronize, events and markers recorded after it wait for it.
+uint64_t reserve_execution(int device);
+// The reserved launch `seq` reached PJRT; `done` fires when it finishes.
+void track_reserved(int device, uint64_t seq, std::unique_ptr<pjrt::Event> done);
+// It never ran. A non-empty `error` (its compile or launch failed) is reported by the next
+// synchronize, like a failed execution; empty: it was skipped because an input had failed,
+// whose own error is reported instead.
+void skip_reserved(int device, uint64_t seq, const std::string& error);
 // Waits for every tracked execution on `device` (-1: all devices); throws the first error.
 void wait_for_executions(int device);
 // True when every execution launched on `device` so far has finished.

@@ -56,4 +56,9 @@ void wait_ready(pjrt::Event& event) {
   }
 }
 
+void wait_resolved(const pjrt::Buffer& buffer) {
+  if (!interruptible_here()) return;
+  while (!buffer.wait_for(static_cast<int>(kPoll.count()))) check_interrupt();
+}
+
 }  // namespace torchtpu::runtime

@@ -27,4 +27,8 @@ void check_interrupt();
 // error, if any, is left for the caller's await). Elsewhere a no-op: the caller's await waits.
 void wait_ready(pjrt::Event& event);
 
+// The same for a pending buffer (its program still compiling or queued) until it resolves or
+// fails; the caller's next use of the buffer reports a failure.
+void wait_resolved(const pjrt::Buffer& buffer);
+
 }  // namespace torchtpu::runtime

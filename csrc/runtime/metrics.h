@@ -40,6 +40,9 @@ struct Metrics {
   // Serialized executables the platform would not reload (or serialize).
   std::atomic<int64_t> disk_cache_load_failures{0};
   std::atomic<int64_t> executions{0};
+  // Launches that waited in a device's launch queue (runtime/launch_queue.h) for a compile, a
+  // pending input or an earlier queued launch, instead of reaching PJRT from the calling thread.
+  std::atomic<int64_t> launches_queued{0};
   std::atomic<int64_t> h2d_transfers{0};
   std::atomic<int64_t> h2d_bytes{0};
   std::atomic<int64_t> d2h_transfers{0};

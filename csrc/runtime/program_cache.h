@@ -76,6 +76,15 @@ class ProgramCache {
     }
   }
 
+  // Drops the entry of `key` if it is still `entry` (another thread may have replaced it).
+  void erase(const std::string& key, const Ptr& entry) {
+    std::lock_guard<std::mutex> g(mutex_);
+    auto it = entries_.find(key);
+    if (it == entries_.end() || it->second.first != entry) return;
+    lru_.erase(it->second.second);
+    entries_.erase(it);
+  }
+
   size_t size() const {
     std::lock_guard<std::mutex> g(mutex_);
     return entries_.size();

@@ -1,0 +1,111 @@
+#include "runtime/compile_pool.h"
+
+#include <condition_variable>
+#include <cstdlib>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "config/config.h"
+#include "pjrt/fork_state.h"
+#include "runtime/runtime.h"
+
+namespace torchtpu::runtime {
+namespace {
+
+// Leaked on purpose, like the in-flight state: its threads outlive static destructors.
+struct Pool {
+  std::mutex mutex;
+  std::condition_variable work;  // a task arrived, or the hold was lifted
+  std::condition_variable idle;  // a task finished
+  std::deque<std::function<void()>> tasks;
+  size_t running = 0;
+  size_t threads = 0;
+  bool held = false;
+};
+
+Pool& pool() {
+  static Pool* p = new Pool;
+  return *p;
+}
+
+size_t max_threads() {
+  static const size_t n = [] {
+    unsigned hw = std::thread::hardware_concurrency();
+    return static_cast<size_t>(
+        config::positive_int("TORCHTPU_COMPILE_THREADS", hw > 0 ? hw : 1, 1024));
+  }();
+  return n;
+}
+
+void worker() {
+  Pool& p = pool();
+  std::unique_lock<std::mutex> lk(p.mutex);
+  for (;;) {
+    p.work.wait(lk, [&] { return !p.held && !p.tasks.empty(); });
+    std::function<void()> task = std::move(p.tasks.front());
+    p.tasks.pop_front();
+    ++p.running;
+    lk.unlock();
+    task();
+    task = nullptr;  // its captures (a module's text) go now, not at the next task
+    lk.lock();
+    --p.running;
+    p.idle.notify_all();
+  }
+}
+
+void drain_at_exit() {
+  if (pjrt::in_forked_child()) return;  // the parent's threads do not exist here
+  hold_compiles(false);
+  wait_for_compiles();
+}
+
+}  // namespace
+
+bool async_compile() {
+  static const bool on = config::flag("TORCHTPU_ASYNC_COMPILE", true) && !launch_blocking();
+  return on;
+}
+
+void submit_compile(std::function<void()> task) {
+  Pool& p = pool();
+  static const bool registered = std::atexit(drain_at_exit) == 0;
+  (void)registered;
+  std::lock_guard<std::mutex> g(p.mutex);
+  p.tasks.push_back(std::move(task));
+  // Threads start as work arrives, up to the bound: a process that never misses starts none.
+  if (p.threads < max_threads() && p.threads < p.tasks.size() + p.running) {
+    ++p.threads;
+    std::thread(worker).detach();
+  }
+  p.work.notify_one();
+}
+
+void hold_compiles(bool hold) {
+  Pool& p = pool();
+  std::lock_guard<std::mutex> g(p.mutex);
+  p.held = hold;
+  if (!hold) p.work.notify_all();
+}
+
+bool compiles_held() {
+  Pool& p = pool();
+  std::lock_guard<std::mutex> g(p.mutex);
+  return p.held;
+}
+
+size_t compiles_in_flight() {
+  Pool& p = pool();
+  std::lock_guard<std::mutex> g(p.mutex);
+  return p.tasks.size() + p.running;
+}
+
+void wait_for_compiles() {
+  Pool& p = pool();
+  std::unique_lock<std::mutex> lk(p.mutex);
+  // Held compiles do not start: wait for the running ones only (a test reading metrics).
+  p.idle.wait(lk, [&] { return (p.held || p.tasks.empty()) && p.running == 0; });
+}
+
+}  // namespace torchtpu::runtime

@@ -1,0 +1,34 @@
+// The compile pool: an eager op that misses the program cache lowers and prints its module on
+// the calling thread (so its errors stay synchronous) and hands the XLA compile to these
+// threads; the op returns at once with results that wait for it (runtime/launch_queue.h), and
+// independent ops compile in parallel while the host keeps enqueuing.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+
+namespace torchtpu::runtime {
+
+// Whether misses compile on the pool: TORCHTPU_ASYNC_COMPILE (default on), off under
+// TPU_LAUNCH_BLOCKING=1 (debugging wants every error at its op). Read once.
+bool async_compile();
+
+// Runs `task` (which must not throw) on one of TORCHTPU_COMPILE_THREADS threads (default: the
+// machine's hardware concurrency), in submission order as threads free up.
+void submit_compile(std::function<void()> task);
+
+// Test hook: while held, queued compiles do not start, so a test can act on results whose
+// programs are certainly still compiling. Reading such a result waits until released.
+void hold_compiles(bool hold);
+
+bool compiles_held();
+
+// Compiles queued or running.
+size_t compiles_in_flight();
+
+// Blocks until no compile is queued (unless held) or running: at process exit no thread may
+// still be inside the plugin while its static destructors run, and metrics count every compile
+// of the ops launched so far.
+void wait_for_compiles();
+
+}  // namespace torchtpu::runtime
