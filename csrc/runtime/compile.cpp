@@ -160,6 +160,11 @@ bool take_injected_failure() {
   return n > 0;
 }
 
+std::string injected_failure(const std::string& signature) {
+  return "torchtpu: XLA failed to compile " + signature +
+         ": injected failure (torchtpu._C._fail_next_compiles)";
+}
+
 SharedModules& shared_modules() {
   static SharedModules* table = new SharedModules();  // never destroyed: used at exit
   return *table;
@@ -214,8 +219,7 @@ std::shared_ptr<Program> compile_program(const std::string& mlir, const std::str
   trace::Scope traced(trace::Kind::kCompile, "tpu::compile", -1, 0, signature);
   // Memory miss -> identical module in memory -> disk -> compile. The key covers everything
   // that decides the executable.
-  TORCH_CHECK(!take_injected_failure(), "torchtpu: XLA failed to compile ", signature,
-              ": injected failure (torchtpu._C._fail_next_compiles)");
+  TORCH_CHECK(!take_injected_failure(), injected_failure(signature));
   const std::string module_key = cache_key(fingerprint(rt), rt.compile_options(), mlir);
   if (std::shared_ptr<pjrt::Executable> same = shared_modules().claim(module_key)) {
     metrics().programs_shared++;
@@ -342,9 +346,12 @@ std::shared_ptr<Program> compile_program_async(std::string mlir, std::string sig
     return program;
   }
   auto program = std::make_shared<Program>(std::move(signature), num_outputs);
+  // Taken here, in the host's program order, not by whichever pool thread starts first.
+  const bool injected = take_injected_failure();
   submit_compile([program, mlir = std::move(mlir), why = std::move(why), recipe = std::move(recipe),
-                  metadata = std::move(recipe_metadata)] {
+                  metadata = std::move(recipe_metadata), injected] {
     try {
+      TORCH_CHECK(!injected, injected_failure(program->signature()));
       program->finish(*compile_program(mlir, program->signature(), why));
     } catch (const c10::Error& e) {
       program->fail(e.what_without_backtrace());
