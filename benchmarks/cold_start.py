@@ -22,6 +22,7 @@ dims), identical modules met under another signature (found in the cache, not co
 compile time percentiles and the op families that cost most.
 
     .venv/bin/python benchmarks/cold_start.py [--only llama|cnn] [--repeats N] [--profile]
+        [--sync-compile-ab]
 """
 
 from __future__ import annotations
@@ -191,22 +192,30 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--profile", action="store_true",
                         help="one more cold run with its compile log summarized")
+    parser.add_argument("--sync-compile-ab", action="store_true",
+                        help="each round also runs tpu cold with TORCHTPU_ASYNC_COMPILE=0 "
+                             "(compiles on the op's thread, as before the compile pool)")
     args = parser.parse_args()
     workloads = [args.only] if args.only else ["llama", "cnn"]
     for workload in workloads:
         with tempfile.TemporaryDirectory(prefix="torchtpu-cold-") as tmp:
-            cpu, cold, warm, by_module = [], [], [], []
+            cpu, cold, warm, by_module, cold_sync = [], [], [], [], []
             for i in range(args.repeats):
                 # Each round: the CPU, then tpu cold on a cache of its own (empty), then warm.
                 cpu.append(run_child("cpu", workload, None))
                 cache_dir = os.path.join(tmp, f"cache-{i}")
                 cold.append(run_child("tpu", workload, cache_dir))
+                if args.sync_compile_ab:
+                    cold_sync.append(run_child("tpu", workload, os.path.join(tmp, f"sync-{i}"),
+                                               TORCHTPU_ASYNC_COMPILE="0"))
                 warm.append(run_child("tpu", workload, cache_dir))
                 module_dir = os.path.join(tmp, f"modules-{i}")
                 copy_without_recipes(cache_dir, module_dir)
                 by_module.append(run_child("tpu", workload, module_dir))
             every = {"cpu": cpu, "tpu_cold": cold, "tpu_warm": warm,
                      "tpu_warm_by_module": by_module}
+            if cold_sync:
+                every["tpu_cold_sync_compile"] = cold_sync
             runs = {name: fastest(rs) for name, rs in every.items()}
         for name, r in runs.items():
             row = {"workload": workload, "run": name}
@@ -219,11 +228,12 @@ def main() -> None:
             with tempfile.TemporaryDirectory(prefix="torchtpu-cold-") as tmp:
                 print(json.dumps(compile_profile(workload, os.path.join(tmp, "cache"))),
                       flush=True)
-        for name in ("tpu_cold", "tpu_warm", "tpu_warm_by_module"):
+        for name in [n for n in runs if n != "cpu"]:
             print(json.dumps({
                 "workload": workload, "run": f"{name}/cpu",
                 "workload_ratio": round(runs[name]["workload_s"] / runs["cpu"]["workload_s"], 2),
                 "process_ratio": round(runs[name]["process_s"] / runs["cpu"]["process_s"], 2),
+                "loadavg_1m": round(os.getloadavg()[0], 2),
             }), flush=True)
 
 

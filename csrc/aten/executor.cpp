@@ -485,14 +485,21 @@ std::shared_ptr<Entry> build_entry(const OpPlan& plan, const c10::OperatorHandle
     built->return_lists = list_returns(op, called_args, built->outputs.size());
   }
   std::string why = cache().signatures.explain_miss(plan.called_name, *sig);
+  std::string metadata = recipe.empty() ? std::string() : recipe_of(*built);
+  if (plan.called_name == "torchtpu::stablehlo_call") {
+    // A user's own module, which the plugin may well reject: they learn it at the call
+    // (torchtpu.stablehlo_op words the error), not at a later read.
+    built->program = runtime::compile_program(text, signature, why);
+    if (!recipe.empty()) runtime::store_recipe(recipe, *built->program, metadata);
+  }
+  built->signature = sig;
+  cache().signatures.add(plan.called_name, sig);
+  if (built->program) return built;
   // Off the critical path (runtime/compile_pool.h): the op returns with pending results.
   const size_t num_outputs = built->outputs.size() + (built->checks ? 1 : 0);
-  std::string metadata = recipe.empty() ? std::string() : recipe_of(*built);
   built->program =
       runtime::compile_program_async(std::move(text), std::move(signature), std::move(why),
                                      num_outputs, recipe, std::move(metadata));
-  built->signature = sig;
-  cache().signatures.add(plan.called_name, sig);
   return built;
 }
 

@@ -350,9 +350,10 @@ std::shared_ptr<Program> compile_program_async(std::string mlir, std::string sig
   const bool injected = take_injected_failure();
   submit_compile([program, mlir = std::move(mlir), why = std::move(why), recipe = std::move(recipe),
                   metadata = std::move(recipe_metadata), injected] {
+    std::shared_ptr<Program> compiled;
     try {
       TORCH_CHECK(!injected, injected_failure(program->signature()));
-      program->finish(*compile_program(mlir, program->signature(), why));
+      compiled = compile_program(mlir, program->signature(), why);
     } catch (const c10::Error& e) {
       program->fail(e.what_without_backtrace());
       return;
@@ -360,12 +361,13 @@ std::shared_ptr<Program> compile_program_async(std::string mlir, std::string sig
       program->fail("torchtpu: compiling " + program->signature() + " failed: " + e.what());
       return;
     }
-    // After finish: launches waiting for the program go on while the recipe is written. A
-    // failure to write only costs the next process a lowering.
+    // Before the program is ready, as when compiles were synchronous: once a result can be
+    // read, its cache entries exist. A failure to write only costs the next process a lowering.
     try {
-      if (!recipe.empty()) store_recipe(recipe, *program, metadata);
+      if (!recipe.empty()) store_recipe(recipe, *compiled, metadata);
     } catch (const std::exception&) {
     }
+    program->finish(*compiled);
   });
   return program;
 }

@@ -130,13 +130,11 @@ uint64_t reserve_execution(int device) {
 }
 
 void track_reserved(int device, uint64_t seq, std::unique_ptr<pjrt::Event> done) {
-  if (!done) return skip_reserved(device, seq, std::string());
+  if (!done) return skip_reserved(device, seq);
   watch(device, seq, std::move(done));
 }
 
-void skip_reserved(int device, uint64_t seq, const std::string& error) {
-  note_finished(device, seq, error);
-}
+void skip_reserved(int device, uint64_t seq) { note_finished(device, seq, std::string()); }
 
 namespace {
 

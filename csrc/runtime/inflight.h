@@ -18,10 +18,10 @@ void track_execution(int device, std::unique_ptr<pjrt::Event> done);
 uint64_t reserve_execution(int device);
 // The reserved launch `seq` reached PJRT; `done` fires when it finishes.
 void track_reserved(int device, uint64_t seq, std::unique_ptr<pjrt::Event> done);
-// It never ran. A non-empty `error` (its compile or launch failed) is reported by the next
-// synchronize, like a failed execution; empty: it was skipped because an input had failed,
-// whose own error is reported instead.
-void skip_reserved(int device, uint64_t seq, const std::string& error);
+// It never ran (its compile, launch or an input failed). Its outputs carry the error to
+// whoever reads them; synchronize does not raise it too, so it is reported once per read
+// result, never again at a later, unrelated sync.
+void skip_reserved(int device, uint64_t seq);
 // Waits for every tracked execution on `device` (-1: all devices); throws the first error.
 void wait_for_executions(int device);
 // True when every execution launched on `device` so far has finished.

@@ -55,17 +55,11 @@ Queues& queues() {
 // Runs one launch; never throws: a failure lands in its outputs and the in-flight record.
 void run(Launch& l) {
   std::string error;
-  bool skipped = false;  // an input failed: its producer reports the error
   try {
     l.program->wait();
     std::vector<PJRT_Buffer*> raw;
     raw.reserve(l.args.size());
-    try {
-      for (const auto& a : l.args) raw.push_back(a->raw());
-    } catch (const pjrt::Error& e) {
-      skipped = true;
-      throw;
-    }
+    for (const auto& a : l.args) raw.push_back(a->raw());  // a failed input throws its error
     pjrt::ExecuteResult r = l.program->execute(raw.data(), raw.size(), get().device(l.device));
     metrics().executions++;
     if (r.outputs.size() != l.outputs.size()) {
@@ -85,7 +79,7 @@ void run(Launch& l) {
     error = e.what();
   }
   for (auto& o : l.outputs) o->fail(error);
-  skip_reserved(l.device, l.seq, skipped ? std::string() : error);
+  skip_reserved(l.device, l.seq);
 }
 
 void worker(int device, DeviceQueue* q) {

@@ -21,7 +21,8 @@ bool launch_queue_busy(int device);
 
 // Queues a launch of `program` on `device`; `args` stay alive until it runs. Returns its
 // outputs (program->num_outputs() of them), pending until it has run. A failed compile, launch
-// or input fails the outputs with that error, which whoever reads them raises.
+// or input fails the outputs with that error, which whoever reads them raises (and only they:
+// runtime/inflight.h skip_reserved).
 std::vector<std::shared_ptr<pjrt::Buffer>> enqueue_launch(
     std::shared_ptr<const Program> program, std::vector<std::shared_ptr<pjrt::Buffer>> args,
     int device);

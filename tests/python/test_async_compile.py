@@ -169,9 +169,7 @@ def test_a_failed_compile_raises_naming_the_op_and_the_process_goes_on():
         z.cpu()
     with pytest.raises(RuntimeError, match=r"aten::atan\(self=Float\["):
         y.cpu()
-    # synchronize reports the failure once, like a failed execution; then all is well.
-    with pytest.raises(RuntimeError, match="injected failure"):
-        torch.tpu.synchronize()
+    # Only the reads of affected results raise it: a later synchronize does not report it again.
     torch.tpu.synchronize()
     assert_close(t.atan().cpu(), x.atan())  # compiles again
     assert_close((t.atan() * 2).cpu(), x.atan() * 2)

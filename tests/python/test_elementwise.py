@@ -73,7 +73,10 @@ def check(fn, *args, rtol=None, atol=None, **kwargs):
         expected = fn(*args, **kwargs)
     except (RuntimeError, NotImplementedError, TypeError):
         with pytest.raises((RuntimeError, NotImplementedError, TypeError, ValueError)):
-            fn(*[to_dev(a) for a in args], **{k: to_dev(v) for k, v in kwargs.items()})
+            out = fn(*[to_dev(a) for a in args], **{k: to_dev(v) for k, v in kwargs.items()})
+            # A module XLA refuses to compile fails where the host reads the result (compiles
+            # run in the background).
+            torch.utils._pytree.tree_map(lambda t: t.cpu() if torch.is_tensor(t) else t, out)
         return
     with native():
         actual = fn(*[to_dev(a) for a in args], **{k: to_dev(v) for k, v in kwargs.items()})

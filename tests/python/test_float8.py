@@ -443,6 +443,8 @@ def test_max_min_family_beyond_cpu_matches_float32(dtype, name):
     fn = REDUCTIONS[name]
     try:
         got = fn(x.to("tpu"))
+        # A module XLA refuses to compile fails where the host reads the result.
+        torch.utils._pytree.tree_map(lambda t: t.cpu() if torch.is_tensor(t) else t, got)
     except (RuntimeError, NotImplementedError) as e:  # refused with a clear error is fine
         assert "Float8" in str(e) or "not implemented" in str(e), e
         return
