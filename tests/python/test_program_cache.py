@@ -189,6 +189,10 @@ for op, why in torchtpu.recompile_reasons():
 def nearest_lines(proc):
     lines = [l for l in proc.stderr.splitlines() if l.startswith("torchtpu: compiled aten::add")]
     assert len(lines) == 3, proc.stderr
+    # Compiles run on the compile pool, so their lines arrive in any order: put them in the
+    # calls' order (each line's reason was decided at its call, in that order).
+    calls = ["self=Float[4, 4], other=Float[4, 4]", "self=Float[8, 8]", "other=Float[1, 4]"]
+    lines.sort(key=lambda l: next(i for i, c in enumerate(calls) if c in l.split(") in ")[0]))
     reasons = [l.split(" | ", 1) for l in proc.stdout.splitlines() if l.startswith("REASON")]
     return lines, reasons
 
