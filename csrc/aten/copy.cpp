@@ -95,10 +95,11 @@ at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
                 self.device());
     at::Tensor host = src.to(self.scalar_type()).expand(self.sizes()).contiguous();
     int dev = self.device().index();
-    device::BufferPtr buf = upload(host.data_ptr(), self.sizes().vec(),
-                                   lowering::to_element_type(self.scalar_type()), dev);
+    std::vector<int64_t> dims = device::buffer_dims(self.sizes());
+    device::BufferPtr buf =
+        upload(host.data_ptr(), dims, lowering::to_element_type(self.scalar_type()), dev);
     if (covers_storage(self)) {
-      device::handle_of(self)->set_buffer(std::move(buf), self.sizes().vec(),
+      device::handle_of(self)->set_buffer(std::move(buf), std::move(dims),
                                           lowering::to_element_type(self.scalar_type()));
     } else {
       device_copy(self, wrap_buffer(std::move(buf), self.sizes(), self.scalar_type(), dev),
@@ -181,7 +182,7 @@ void copy_from_lent_host(const at::Tensor& self, const at::Tensor& host) {
   int dev = self.device().index();
   device::BufferPtr buf = upload_lent(host, dev);
   if (covers_storage(self)) {
-    device::handle_of(self)->set_buffer(std::move(buf), self.sizes().vec(),
+    device::handle_of(self)->set_buffer(std::move(buf), device::buffer_dims(self.sizes()),
                                         lowering::to_element_type(self.scalar_type()));
   } else {
     device_copy(self, wrap_buffer(std::move(buf), self.sizes(), self.scalar_type(), dev), false);

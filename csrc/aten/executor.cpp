@@ -7,11 +7,13 @@
 #include <c10/core/DispatchKeySet.h>
 #include <c10/util/Exception.h>
 #include <c10/util/SmallVector.h>
+#include <c10/util/strides.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <numeric>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -154,27 +156,37 @@ std::vector<int> list_returns(const c10::OperatorHandle& op, const std::vector<c
   return total == num_outputs ? sizes : std::vector<int>{};
 }
 
-// The layout PyTorch's meta kernel gives a returned tensor, when it is a memory format other
-// than contiguous (conv, batch_norm and elementwise ops keep channels_last as on the CPU): the
-// permutation that turns the logical shape into the physical one. Empty: contiguous (any other
-// layout is returned contiguous, as before).
-std::vector<int64_t> memory_format_perm(const c10::IValue& meta) {
+// The layout PyTorch's meta kernel gives a returned tensor when it is dense but not contiguous,
+// as the CPU's kernels give it: channels_last from conv, batch_norm and elementwise ops, and
+// TensorIterator's and empty_like's "preserve" layout (the clone of a transposed matrix, an
+// elementwise op on a permuted tensor keep their input's strides). The permutation stores it in
+// memory order, and the strides are the meta tensor's own (a size-1 dim's stride included).
+// None: contiguous's strides (overlapping or gapped layouts, which no kernel returns here, too).
+exec::Layout dense_layout(const c10::IValue& meta) {
   if (!meta.isTensor()) return {};
   const at::Tensor& t = meta.toTensor();
-  if (!t.defined() || t.is_contiguous()) return {};
-  if (t.dim() == 4 && t.is_contiguous(at::MemoryFormat::ChannelsLast)) return {0, 2, 3, 1};
-  if (t.dim() == 5 && t.is_contiguous(at::MemoryFormat::ChannelsLast3d)) return {0, 2, 3, 4, 1};
-  return {};
+  if (!t.defined() || !t.is_non_overlapping_and_dense() ||
+      t.strides() == c10::IntArrayRef(c10::contiguous_strides(t.sizes()))) {
+    return {};
+  }
+  exec::Layout layout;
+  layout.perm.resize(static_cast<size_t>(t.dim()));
+  std::iota(layout.perm.begin(), layout.perm.end(), 0);
+  // Outermost first; a stable sort keeps size-1 dims (whose strides can tie) in dim order.
+  std::stable_sort(layout.perm.begin(), layout.perm.end(),
+                   [&](int64_t a, int64_t b) { return t.stride(a) > t.stride(b); });
+  layout.strides = t.strides().vec();
+  return layout;
 }
 
 // ---------------------------------------------------------------------------------------------
 // Building: an eager op is a one-node program spec whose arguments are the call's slots.
 
-// `layouts`: per functional output, the memory_format_perm of its meta tensor (or none).
+// `layouts`: per functional output, the dense_layout of its meta tensor (or none).
 // Fills `entry` but its program; returns the module's text.
 std::string build_program(const OpPlan& plan, CallState& state, const torch::jit::Stack& stack,
                           size_t first, const std::vector<TensorType>& out_types,
-                          const std::vector<std::vector<int64_t>>& layouts, Entry& entry) {
+                          const std::vector<exec::Layout>& layouts, Entry& entry) {
   using Arg = exec::NodeArg;
   exec::ProgramSpec spec;
   spec.name = plan.called_name;
@@ -292,17 +304,27 @@ bool resize_outs(const OpPlan& plan, const torch::jit::Stack& meta_returns,
 
 }  // namespace
 
-at::Tensor wrap_buffer(device::BufferPtr buffer, c10::IntArrayRef sizes, c10::ScalarType dtype,
+at::Tensor wrap_buffer(device::BufferPtr buffer, std::vector<int64_t> buffer_dims,
+                       c10::IntArrayRef sizes, c10::IntArrayRef strides, c10::ScalarType dtype,
                        int device_index) {
   int64_t numel = c10::multiply_integers(sizes);
   size_t nbytes = static_cast<size_t>(numel) * c10::elementSize(dtype);
-  auto storage = device::make_storage(nbytes, device_index, std::move(buffer), sizes.vec(),
-                                      lowering::to_element_type(dtype));
+  auto storage = device::make_storage(nbytes, device_index, std::move(buffer),
+                                      std::move(buffer_dims), lowering::to_element_type(dtype));
   auto t = at::detail::make_tensor<c10::TensorImpl>(
       std::move(storage), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
       caffe2::TypeMeta::fromScalarType(dtype));
-  t.unsafeGetTensorImpl()->set_sizes_contiguous(sizes);
+  if (strides.empty()) {
+    t.unsafeGetTensorImpl()->set_sizes_contiguous(sizes);
+  } else {
+    t.unsafeGetTensorImpl()->set_sizes_and_strides(sizes, strides);
+  }
   return t;
+}
+
+at::Tensor wrap_buffer(device::BufferPtr buffer, c10::IntArrayRef sizes, c10::ScalarType dtype,
+                       int device_index) {
+  return wrap_buffer(std::move(buffer), device::buffer_dims(sizes), sizes, {}, dtype, device_index);
 }
 
 size_t program_cache_size() { return cache().programs.size(); }
@@ -408,7 +430,7 @@ std::shared_ptr<Entry> build_entry(const OpPlan& plan, const c10::OperatorHandle
   std::vector<c10::IValue> called_args(stack->begin() + static_cast<std::ptrdiff_t>(first),
                                        stack->end());
   std::vector<TensorType> out_types;
-  std::vector<std::vector<int64_t>> layouts;
+  std::vector<exec::Layout> layouts;
   try {
     if (plan.variant != Variant::kFunctional) {
       torch::jit::Stack meta_returns = meta_call(op, called_args);
@@ -426,8 +448,8 @@ std::shared_ptr<Entry> build_entry(const OpPlan& plan, const c10::OperatorHandle
       if (plan.variant == Variant::kFunctional) {
         bool any = false;
         for (const auto& r : meta_returns) {
-          layouts.push_back(memory_format_perm(r));
-          any |= !layouts.back().empty();
+          layouts.push_back(dense_layout(r));
+          any |= !layouts.back().perm.empty();
         }
         if (plan.called_name == "aten::convolution" && !layouts.empty()) {
           // Its meta kernel says contiguous; the CPU returns channels_last when the input or
@@ -440,8 +462,8 @@ std::shared_ptr<Entry> build_entry(const OpPlan& plan, const c10::OperatorHandle
               (in.suggest_memory_format() == f || w.suggest_memory_format() == f)) {
             at::Tensor like = at::empty(meta_returns[0].toTensor().sizes(),
                                         at::TensorOptions().device(c10::kMeta), f);
-            layouts[0] = memory_format_perm(like);
-            any |= !layouts[0].empty();
+            layouts[0] = dense_layout(like);
+            any |= !layouts[0].perm.empty();
           }
         }
         if (!any) layouts.clear();

@@ -19,7 +19,13 @@ void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 // Convenience for kernels written in C++: calls `name` ("aten::copy_") on the stack natively.
 void run_lowered_by_name(const char* name, const char* overload, torch::jit::Stack* stack);
 
-// A new tpu tensor owning `buffer` (row-major, `sizes`).
+// A new tpu tensor of `sizes` and `strides` (empty: contiguous) over a new storage owning
+// `buffer`, whose dims are `buffer_dims`.
+at::Tensor wrap_buffer(device::BufferPtr buffer, std::vector<int64_t> buffer_dims,
+                       c10::IntArrayRef sizes, c10::IntArrayRef strides, c10::ScalarType dtype,
+                       int device_index);
+// A new contiguous tpu tensor of `sizes` owning `buffer`, whose dims are
+// device::buffer_dims(sizes).
 at::Tensor wrap_buffer(device::BufferPtr buffer, c10::IntArrayRef sizes, c10::ScalarType dtype,
                        int device_index);
 

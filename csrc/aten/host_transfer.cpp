@@ -98,8 +98,9 @@ device::BufferPtr upload_lent(const at::Tensor& host, int device) {
   std::unique_ptr<pjrt::Event> done;
   std::unique_ptr<pjrt::Buffer> buf;
   try {
-    buf = rt.client().buffer_from_host(host.data_ptr(), pjrt_type(dtype), host.sizes().vec(),
-                                       rt.device(device), semantics, &done);
+    buf = rt.client().buffer_from_host(host.data_ptr(), pjrt_type(dtype),
+                                       device::buffer_dims(host.sizes()), rt.device(device),
+                                       semantics, &done);
   } catch (const pjrt::Error& e) {
     rethrow(e, "copying to the device");
   }
@@ -121,8 +122,8 @@ device::BufferPtr contiguous_buffer(const at::Tensor& t) {
   std::vector<int64_t> dims;
   shlo::ElementType dtype;
   device::handle_of(t)->snapshot(&buf, &dims, &dtype);
-  if (buf && dtype == lowering::to_element_type(t.scalar_type()) && dims == t.sizes().vec() &&
-      t.is_contiguous() && t.storage_offset() == 0) {
+  if (buf && dtype == lowering::to_element_type(t.scalar_type()) &&
+      dims == device::buffer_dims(t.sizes()) && t.is_contiguous() && t.storage_offset() == 0) {
     return buf;
   }
   // One small program gathers the view (and materializes never-written storages as zeros).

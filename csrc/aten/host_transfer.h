@@ -20,8 +20,8 @@ device::BufferPtr upload(const void* data, const std::vector<int64_t>& dims,
 device::BufferPtr upload_lent(const at::Tensor& host, int device);
 // self.copy_(host) through upload_lent (host: contiguous, self's sizes and dtype).
 void copy_from_lent_host(const at::Tensor& self, const at::Tensor& host);
-// A device buffer holding `t`'s elements in row-major order with dims == t.sizes(), without a
-// program when the storage already is exactly that.
+// A device buffer holding `t`'s elements in row-major order, with dims
+// device::buffer_dims(t.sizes()), without a program when the storage already is exactly that.
 device::BufferPtr contiguous_buffer(const at::Tensor& t);
 // A new contiguous CPU tensor with `t`'s values; waits for the device.
 at::Tensor to_cpu(const at::Tensor& t);

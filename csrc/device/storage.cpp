@@ -3,6 +3,7 @@
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/util/Exception.h>
+#include <c10/util/accumulate.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -200,6 +201,20 @@ StorageHandle* handle_of(const c10::Storage& storage) {
 }
 
 c10::Allocator* allocator() { return &the_allocator; }
+
+bool flat_buffers() {
+  // The plugin is fixed for the process's life: asked once.
+  static const bool flat = [] {
+    const std::string& p = runtime::get().platform();
+    return p == "cpu" || p == "cuda" || p == "rocm";
+  }();
+  return flat;
+}
+
+std::vector<int64_t> buffer_dims(c10::IntArrayRef sizes) {
+  if (!flat_buffers()) return sizes.vec();
+  return {c10::multiply_integers(sizes)};
+}
 
 c10::Storage make_storage(size_t nbytes, int device_index, BufferPtr buffer,
                           std::vector<int64_t> dims, shlo::ElementType dtype) {

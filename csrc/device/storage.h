@@ -46,6 +46,17 @@ class StorageHandle {
   int64_t accounted_bytes_ = 0;
 };
 
+// Whether storages keep their device buffers 1-D. On platforms whose arrays are dense and
+// row-major (XLA:CPU, XLA:GPU) a buffer's dims say nothing about its bytes, yet they are the
+// type of every program argument that reads it: a [32, 64] matmul result viewed as [2, 16, 64]
+// and a [2, 16, 64] result compiled two programs for the same read, and so did a [2] tensor
+// unsqueezed to [2, 1] and a [2, 1] one. Flat buffers make a storage's type its element count
+// and dtype alone, so equal views of equal storages share one program; reshaping a dense
+// array is free there. TPU arrays are tiled (a reshape is a copy): they keep their shapes.
+bool flat_buffers();
+// The dims a storage's buffer holding a dense tensor of `sizes` has: {numel} or `sizes`.
+std::vector<int64_t> buffer_dims(c10::IntArrayRef sizes);
+
 StorageHandle* handle_of(const c10::Storage& storage);
 inline StorageHandle* handle_of(const at::TensorBase& t) { return handle_of(t.storage()); }
 

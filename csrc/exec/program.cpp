@@ -66,8 +66,7 @@ class Builder {
       for (const auto& t : node.out_types) e_.rng_numel += static_cast<uint64_t>(t.numel());
     }
     for (size_t i = 0; i < spec.returns.size(); ++i) {
-      add_return(value_of(spec.returns[i]),
-                 i < spec.layouts.size() ? spec.layouts[i] : std::vector<int64_t>{});
+      add_return(value_of(spec.returns[i]), i < spec.layouts.size() ? spec.layouts[i] : Layout{});
     }
     for (const auto& [d, v] : spec.writes) write(*d, value_of(v), spec.name);
     // Outputs in slot order (a graph's), each storage's once its writes are done.
@@ -85,6 +84,7 @@ class Builder {
       sink.dtype = p.cpu_tensor.scalar_type();
       sink.element_type = lowering::to_element_type(sink.dtype);
       sink.dims = p.cpu_tensor.sizes().vec();
+      sink.sizes = sink.dims;
       add_output(lowering::coerce(b(), value, TensorType(sink.element_type, sink.dims)), sink);
     }
     add_written(spec.donate);
@@ -312,29 +312,41 @@ class Builder {
     }
   }
 
-  // A new tensor. `perm` (a memory format's, see executor.cpp): stored in physical order, returned
-  // with the CPU's strides.
-  void add_return(Value v, const std::vector<int64_t>& perm) {
+  // A new tensor. A layout (see executor.cpp's dense_layout): stored in memory order, returned
+  // with the CPU's strides (without given strides: the dense strides of that order).
+  void add_return(Value v, const Layout& layout) {
     OutputSink sink;
     sink.index = returns_++;
+    sink.sizes = v.shape();
+    const std::vector<int64_t>& perm = layout.perm;
     if (!perm.empty()) {
-      sink.sizes = v.shape();
-      sink.strides.assign(perm.size(), 0);
-      int64_t stride = 1;
-      for (size_t k = perm.size(); k-- > 0;) {
-        sink.strides[static_cast<size_t>(perm[k])] = stride;
-        stride *= sink.sizes[static_cast<size_t>(perm[k])];
+      sink.strides = layout.strides;
+      if (sink.strides.empty()) {
+        sink.strides.assign(perm.size(), 0);
+        int64_t stride = 1;
+        for (size_t k = perm.size(); k-- > 0;) {
+          sink.strides[static_cast<size_t>(perm[k])] = stride;
+          stride *= sink.sizes[static_cast<size_t>(perm[k])];
+        }
       }
-      v = b().transpose(v, perm);
+      // Already in memory order when only size-1 dims' strides differ from contiguous's.
+      if (!std::is_sorted(perm.begin(), perm.end())) v = b().transpose(v, perm);
     }
-    add_output(v, sink);
+    add_output(as_stored(v), sink);
+  }
+
+  // A value as a storage's buffer holds it (device::flat_buffers).
+  Value as_stored(Value v) {
+    if (!device::flat_buffers() || v.shape().size() == 1) return v;
+    return b().reshape(v, {lowering::numel_of(v.shape())});
   }
 
   // The storages written since the last call, as outputs. With `donate`, an old buffer that is an
   // argument of the same type is donated: XLA updates it in place.
   void add_written(bool donate) {
     for (; added_ < written_.size(); ++added_) {
-      const auto& [index, stored] = written_[added_];
+      const int index = written_[added_].first;
+      const Value stored = as_stored(written_[added_].second);
       const auto& old = params_[static_cast<size_t>(index)];
       for (size_t k = 0; donate && old && old->type == stored.type && k < used_.size(); ++k) {
         if (used_[k] != index) continue;
@@ -388,9 +400,7 @@ void write_back(const OutputSink& o, device::BufferPtr buffer, aten::CallState& 
 }
 
 at::Tensor new_tensor(const OutputSink& o, device::BufferPtr buffer, int device) {
-  at::Tensor t = aten::wrap_buffer(std::move(buffer), o.dims, o.dtype, device);
-  if (!o.strides.empty()) t.unsafeGetTensorImpl()->set_sizes_and_strides(o.sizes, o.strides);
-  return t;
+  return aten::wrap_buffer(std::move(buffer), o.dims, o.sizes, o.strides, o.dtype, device);
 }
 
 }  // namespace torchtpu::exec

@@ -28,11 +28,11 @@ struct OutputSink {
   bool to_storage = false;    // swapped into the storage of CallState.params[index]
   bool to_cpu_input = false;  // copied into graph input `index`, a CPU tensor the graph mutates
   int index = 0;              // else: the index-th new tensor
-  std::vector<int64_t> dims;  // the buffer's shape
+  std::vector<int64_t> dims;  // the buffer's shape (device::flat_buffers: 1-D)
   c10::ScalarType dtype = c10::kFloat;
   shlo::ElementType element_type = shlo::ElementType::kF32;
-  // A new tensor in a memory format other than contiguous (channels_last): `dims` is the
-  // buffer's physical shape and these are the tensor's; empty otherwise.
+  // A new tensor's sizes, and its strides when they are not contiguous's (a memory format such
+  // as channels_last, stored in physical order).
   std::vector<int64_t> sizes, strides;
 };
 
@@ -77,15 +77,21 @@ struct Node {
   std::vector<NodeArg> args;
 };
 
+// A new tensor's layout when it is not contiguous: stored with its dims in `perm` order
+// (outermost in memory first) and returned with `strides`; both empty: contiguous.
+struct Layout {
+  std::vector<int64_t> perm, strides;
+};
+
 // What a program computes: an eager op is one node whose arguments are all slots; a compiled
 // graph is many. Everything a node reads is a slot, another node's output or a constant.
 struct ProgramSpec {
   std::string name;   // the op, for errors
   std::string graph;  // a compiled graph's name (errors name it and the node); empty: eager
   std::vector<Node> nodes;
-  // New tensors, kNode; `layouts[i]` (optional) a memory format's permutation.
+  // New tensors, kNode; `layouts[i]` (optional) the layout of returns[i].
   std::vector<NodeArg> returns;
-  std::vector<std::vector<int64_t>> layouts;
+  std::vector<Layout> layouts;
   // Results written into slots' views: an eager in-place or out= op's mutated arguments.
   std::vector<std::pair<const aten::ArgDesc*, NodeArg>> writes;
   bool rng_streams = false;  // each random node draws its own stream of the launch's state

@@ -19,8 +19,9 @@ void write_entry(runtime::RecipeWriter& w, const ProgramEntry& e) {
     w.ints(o.dims);
     w.i64(static_cast<int64_t>(o.dtype));
     w.i64(static_cast<int64_t>(o.element_type));
-    // A result stored in a memory format's physical order (channels_last): its logical sizes
-    // and the CPU's strides, without which a reloaded recipe returned the physical shape.
+    // A new tensor's sizes (its buffer may be 1-D: device::flat_buffers) and, for a layout
+    // stored in memory order (channels_last, a preserved permutation), the CPU's strides:
+    // without them a reloaded recipe returned the buffer's shape.
     w.ints(o.sizes);
     w.ints(o.strides);
   }
@@ -54,7 +55,7 @@ bool read_entry(runtime::RecipeReader& r, ProgramEntry& e, size_t num_params, si
     o.element_type = static_cast<shlo::ElementType>(r.i64());
     o.sizes = r.ints();
     o.strides = r.ints();
-    if (o.sizes.size() != o.strides.size() || o.index < 0) return false;
+    if ((!o.strides.empty() && o.sizes.size() != o.strides.size()) || o.index < 0) return false;
     if (o.to_storage && o.index >= nparams) return false;
     if (o.to_cpu_input && static_cast<size_t>(o.index) >= num_inputs) return false;
     e.outputs.push_back(std::move(o));
@@ -169,9 +170,11 @@ std::string structure_hash(const ProgramSpec& spec) {
   w.i64(static_cast<int64_t>(spec.returns.size()));
   for (const NodeArg& a : spec.returns) w.arg(a);
   w.i64(static_cast<int64_t>(spec.layouts.size()));
-  for (const auto& l : spec.layouts) {
-    w.i64(static_cast<int64_t>(l.size()));
-    for (int64_t d : l) w.i64(d);
+  for (const Layout& l : spec.layouts) {
+    w.i64(static_cast<int64_t>(l.perm.size()));
+    for (int64_t d : l.perm) w.i64(d);
+    w.i64(static_cast<int64_t>(l.strides.size()));
+    for (int64_t s : l.strides) w.i64(s);
   }
   // Writes name eager slots by pointer: a spec with writes is an eager op's, keyed otherwise.
   TORCH_INTERNAL_ASSERT(spec.writes.empty(), "torchtpu: structure_hash of a spec with writes");

@@ -115,9 +115,9 @@ f = torch.compile(lambda x: torch.cos(x) * 3 - x, backend="tpu", dynamic=False)
 x = torch.randn(41, 3)
 f(x.to("tpu"))
 torch.tpu.synchronize()
-# The same shape and strides (no new Dynamo graph) over a storage of other dims: a new program
-# signature for the same compiled graph.
-xv = x.reshape(-1).to("tpu").view(41, 3)
+# The same shape and strides (no new Dynamo graph) over a larger storage: a new program signature
+# for the same compiled graph.
+xv = torch.cat([torch.zeros(3), x.reshape(-1)]).to("tpu")[3:].view(41, 3)
 before = graph_compiles()
 barrier = threading.Barrier(8)
 outs, errors = [None] * 8, []
