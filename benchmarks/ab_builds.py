@@ -1,6 +1,7 @@
 """A/B two builds of torchtpu on one benchmark, interleaved, so both see the same machine load.
 
     python benchmarks/ab_builds.py --before DIR --after DIR [--rounds 5] benchmarks/eager_overhead.py
+    python benchmarks/ab_builds.py --before DIR --after DIR --rounds 2 benchmarks/cold_start.py --only llama
 
 Each DIR holds a `torchtpu` package with its built `_C` extension (a copy of the repository's
 torchtpu/ folder taken after building that commit) and optionally a file COMMIT naming the commit.
@@ -18,10 +19,10 @@ import subprocess
 import sys
 
 
-def run_once(script, pkg_dir):
+def run_once(script, pkg_dir, args=()):
     env = dict(os.environ)
     env["PYTHONPATH"] = pkg_dir + os.pathsep + env.get("PYTHONPATH", "")
-    out = subprocess.run([sys.executable, script], env=env, check=True, capture_output=True,
+    out = subprocess.run([sys.executable, script, *args], env=env, check=True, capture_output=True,
                          text=True).stdout
     lines = []
     for line in out.splitlines():
@@ -42,16 +43,20 @@ def main():
     p.add_argument("--after", required=True)
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("script")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="passed on to the script")
     a = p.parse_args()
     builds = {"before": a.before, "after": a.after}
     ratios = {}
     for r in range(a.rounds):
         for build, pkg_dir in builds.items():
-            for obj in run_once(a.script, pkg_dir):
+            for obj in run_once(a.script, pkg_dir, a.args):
                 obj.update(build=build, commit=commit_of(pkg_dir), round=r)
                 print(json.dumps(obj), flush=True)
                 if obj.get("device") == "tpu/cpu":
                     ratios.setdefault((obj["op"], build), []).append(obj["ratio"])
+                elif "workload_ratio" in obj:  # cold_start.py's ratio lines
+                    name = f'{obj["workload"]} {obj["run"]}'
+                    ratios.setdefault((name, build), []).append(obj["workload_ratio"])
     for (op, build), rs in ratios.items():
         print(json.dumps({"op": op, "build": build, "commit": commit_of(builds[build]),
                           "summary": "tpu/cpu ratio over rounds",
