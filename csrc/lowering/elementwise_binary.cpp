@@ -337,7 +337,14 @@ TORCHTPU_LOWERING("aten::maximum", binary_fn(max_nan));
 TORCHTPU_LOWERING("aten::minimum", binary_fn(min_nan));
 TORCHTPU_LOWERING("aten::fmax", binary_fn(fmax_fn));
 TORCHTPU_LOWERING("aten::fmin", binary_fn(fmin_fn));
-TORCHTPU_LOWERING("aten::hypot", binary_fn(hypot_fn));
+// The CPU has no integer hypot: refused here, so the CPU fallback raises the CPU's own error at
+// the call instead of XLA refusing the module when it compiles in the background.
+std::vector<Value> lower_hypot(LoweringContext& ctx) {
+  ElementType ct = compute_dtype(ctx);
+  TORCH_CHECK_NOT_IMPLEMENTED(is_fp(ct), "hypot of integral values (the CPU has none)");
+  return {finish(ctx, hypot_fn(ctx.b, operand(ctx, 0, ct), operand(ctx, 1, ct)))};
+}
+TORCHTPU_LOWERING("aten::hypot", lower_hypot);
 TORCHTPU_LOWERING("aten::copysign.Tensor", binary_fn(copy_sign));
 TORCHTPU_LOWERING("aten::copysign.Scalar", binary_fn(copy_sign));
 TORCHTPU_LOWERING("aten::xlogy.Tensor", binary_fn(xlogy_fn));

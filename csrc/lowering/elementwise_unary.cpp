@@ -334,9 +334,15 @@ TORCHTPU_LOWERING("aten::round",
 TORCHTPU_LOWERING("aten::trunc", reject_bool_result("trunc", integral_identity(trunc_float)));
 TORCHTPU_LOWERING("aten::fix", integral_identity(trunc_float));
 TORCHTPU_LOWERING("aten::round.decimals", lower_round_decimals);
-TORCHTPU_LOWERING("aten::frac", float_math([](FunctionBuilder& b, Value x) {
-                    return b.sub(x, trunc_float(b, x));
-                  }));
+// The CPU has no integer frac: the lowering refuses it, so the CPU fallback raises the CPU's
+// own error at the call (XLA would refuse the module only when it compiles, in the background).
+std::vector<Value> lower_frac(LoweringContext& ctx) {
+  TORCH_CHECK_NOT_IMPLEMENTED(is_fp(ctx.out_type().dtype),
+                              "frac of integral values (the CPU has none)");
+  Value x = input(ctx, opmath_type(ctx.out_type().dtype));
+  return {finish(ctx, ctx.b.sub(x, trunc_float(ctx.b, x)))};
+}
+TORCHTPU_LOWERING("aten::frac", lower_frac);
 TORCHTPU_LOWERING("aten::logit", lower_logit);
 TORCHTPU_LOWERING("aten::nan_to_num", lower_nan_to_num, kComplex);
 TORCHTPU_LOWERING("aten::isnan", float_predicate(is_nan, false, OnComplex::kEitherPart), kComplex);

@@ -565,3 +565,20 @@ def test_scalar_values_do_not_recompile():
         for v in (2.5, -3.0, 0.25):
             run(v)
     assert torchtpu.metrics()["cache_misses"] == before
+
+
+@pytest.mark.parametrize("name", ["frac", "hypot"])
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.uint8])
+def test_integral_frac_and_hypot_raise_at_the_call_like_cpu(name, dtype):
+    # XLA refuses these modules only when it compiles them, which happens in the background; the
+    # lowering refuses them first, so the CPU's own error comes from the call itself.
+    fn = (lambda a: torch.frac(a)) if name == "frac" else (lambda a: torch.hypot(a, a))
+    a = torch.arange(6, dtype=dtype)
+    with pytest.raises(NotImplementedError) as cpu_error:
+        fn(a)
+    with pytest.raises(NotImplementedError) as tpu_error:
+        fn(a.to("tpu"))
+    assert str(tpu_error.value) == str(cpu_error.value)
+    # The process stays usable, and the float forms run natively with the CPU's values.
+    x = torch.tensor([1.5, -2.25, 3.0])
+    torch.testing.assert_close(fn(x.to("tpu")).cpu(), fn(x))
