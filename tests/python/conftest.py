@@ -7,13 +7,26 @@ test module that forgets to import it still finds the `tpu` device registered.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 
-import pytest
-import torch
+# Each run of the suite starts from an empty compilation cache of its own, shared by the run's
+# subprocesses: recipes are keyed by the build, so a rerun of the same build would otherwise find
+# every program and graph on disk in ~/.cache/torchtpu, and tests that count compiles would
+# depend on what an earlier run left there. A TORCHTPU_CACHE_DIR the caller sets is kept. Set
+# before torch is imported (torch's autoload of torchtpu may start the runtime).
+if "TORCHTPU_CACHE_DIR" not in os.environ:
+    _suite_cache = tempfile.mkdtemp(prefix="torchtpu-test-cache-")
+    os.environ["TORCHTPU_CACHE_DIR"] = _suite_cache
+    atexit.register(shutil.rmtree, _suite_cache, ignore_errors=True)
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
 
 # The tests exercise multi-device code (tpu:1, cross-device copies, device maps), so they ask the
 # XLA CPU plugin for 4 devices; torchtpu's default is 1. Set before the runtime starts (it reads

@@ -455,9 +455,11 @@ def _rank_compiled():
         for g, e in zip(got, expected):
             _close(g, e, f"compiled step {i}")
     metrics = tdynamo.graph_metrics()
-    compiled_segments = [m for m in metrics.values() if m.get("compiles")]
-    assert len(compiled_segments) >= 2, metrics  # the compute between the collectives
-    assert all(m["compiles"] == 1 and m["executions"] == 2 for m in compiled_segments), metrics
+    # The compute between the collectives runs as compiled segments, each built once (compiled,
+    # or found on disk by its recipe when the cache is warm: then 0 compiles) and run per step.
+    compiled_segments = [m for m in metrics.values() if m.get("executions")]
+    assert len(compiled_segments) >= 2, metrics
+    assert all(m["compiles"] <= 1 and m["executions"] == 2 for m in compiled_segments), metrics
     assert not any("eager_reason" in m for m in metrics.values()), metrics
 
 
