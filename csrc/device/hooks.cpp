@@ -1,5 +1,6 @@
 // PrivateUse1 hooks: what torch.accelerator, torch.Generator(device="tpu") and pinned-memory
 // code ask of a backend.
+#include <ATen/core/CachingHostAllocator.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <c10/core/CPUAllocator.h>
 
@@ -13,7 +14,7 @@ void resize_storage_bytes(const c10::Storage& storage, size_t new_bytes);
 }
 
 namespace torchtpu::device {
-c10::Allocator* pinned_allocator();
+at::HostAllocator* pinned_allocator();
 bool is_pinned_ptr(const void* data);
 
 namespace {
@@ -67,6 +68,9 @@ void TpuHooks::resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsiz
 void register_hooks() {
   // torch.UntypedStorage(n, device="tpu") and deepcopy ask the device type's allocator.
   c10::SetAllocator(c10::DeviceType::PrivateUse1, allocator());
+  // torch.accelerator.empty_host_cache() and pinned-memory code ask the device type's host
+  // allocator; without one they dereference null once tpu is initialized.
+  at::setHostAllocator(c10::DeviceType::PrivateUse1, pinned_allocator());
   static TpuHooks hooks;
   at::RegisterPrivateUse1HooksInterface(&hooks);
 }

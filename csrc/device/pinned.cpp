@@ -3,6 +3,9 @@
 // a non_blocking copy from a pinned tensor is complete when `.to()` returns and the host buffer
 // may be reused at once). The allocator hands out page-aligned blocks and remembers them, so
 // `is_pinned()` answers true for any pointer inside a live block, like CUDA's host allocator.
+// It is also the device type's at::HostAllocator, which torch.accelerator.empty_host_cache()
+// (vLLM calls it at every shutdown) dereferences once the device is initialized.
+#include <ATen/core/CachingHostAllocator.h>
 #include <c10/core/Allocator.h>
 #include <c10/util/Exception.h>
 
@@ -11,6 +14,8 @@
 #include <mutex>
 
 namespace torchtpu::device {
+bool is_pinned_ptr(const void* data);
+
 namespace {
 
 constexpr size_t kAlign = 4096;
@@ -18,6 +23,7 @@ constexpr size_t kAlign = 4096;
 struct Registry {
   std::mutex mutex;
   std::map<uintptr_t, size_t> blocks;  // start -> size
+  at::HostStats stats;                 // guarded by mutex
 };
 
 Registry& registry() {
@@ -28,13 +34,22 @@ Registry& registry() {
 void free_pinned(void* p) {
   if (!p) return;
   {
-    std::lock_guard<std::mutex> g(registry().mutex);
-    registry().blocks.erase(reinterpret_cast<uintptr_t>(p));
+    Registry& r = registry();
+    std::lock_guard<std::mutex> g(r.mutex);
+    auto it = r.blocks.find(reinterpret_cast<uintptr_t>(p));
+    if (it != r.blocks.end()) {
+      r.stats.active_requests.decrease(1);
+      r.stats.active_bytes.decrease(it->second);
+      r.stats.allocations.decrease(1);
+      r.stats.allocated_bytes.decrease(it->second);
+      r.stats.num_host_free++;
+      r.blocks.erase(it);
+    }
   }
   std::free(p);
 }
 
-struct PinnedAllocator final : public c10::Allocator {
+struct PinnedAllocator final : public at::HostAllocator {
   c10::DataPtr allocate(size_t n) override {
     void* p = nullptr;
     if (n > 0) {
@@ -42,8 +57,14 @@ struct PinnedAllocator final : public c10::Allocator {
       p = std::aligned_alloc(kAlign, rounded);
       TORCH_CHECK_WITH(OutOfMemoryError, p, "torchtpu: cannot allocate ", n,
                        " bytes of pinned host memory");
-      std::lock_guard<std::mutex> g(registry().mutex);
-      registry().blocks[reinterpret_cast<uintptr_t>(p)] = n;
+      Registry& r = registry();
+      std::lock_guard<std::mutex> g(r.mutex);
+      r.blocks[reinterpret_cast<uintptr_t>(p)] = n;
+      r.stats.active_requests.increase(1);
+      r.stats.active_bytes.increase(n);
+      r.stats.allocations.increase(1);
+      r.stats.allocated_bytes.increase(n);
+      r.stats.num_host_alloc++;
     }
     return {p, p, &free_pinned, c10::Device(c10::DeviceType::CPU)};
   }
@@ -51,11 +72,38 @@ struct PinnedAllocator final : public c10::Allocator {
   void copy_data(void* dest, const void* src, std::size_t count) const override {
     default_copy_data(dest, src, count);
   }
+  // Uploads copy out of the host block during the PJRT call, so no stream ever holds one: there
+  // is no use to wait for. True when the pointer is one of ours, as CUDA's allocator answers.
+  bool record_event(void* ptr, void*, c10::Stream) override { return is_pinned_ptr(ptr); }
+  // No cache: a block goes back to the system when its last tensor dies.
+  void empty_cache() override {}
+  at::HostStats get_stats() override {
+    std::lock_guard<std::mutex> g(registry().mutex);
+    return registry().stats;
+  }
+  void reset_accumulated_stats() override {
+    Registry& r = registry();
+    std::lock_guard<std::mutex> g(r.mutex);
+    for (auto* s : {&r.stats.active_requests, &r.stats.active_bytes, &r.stats.allocations,
+                    &r.stats.allocated_bytes}) {
+      s->reset_accumulated();
+    }
+    r.stats.num_host_alloc = 0;
+    r.stats.num_host_free = 0;
+  }
+  void reset_peak_stats() override {
+    Registry& r = registry();
+    std::lock_guard<std::mutex> g(r.mutex);
+    for (auto* s : {&r.stats.active_requests, &r.stats.active_bytes, &r.stats.allocations,
+                    &r.stats.allocated_bytes}) {
+      s->reset_peak();
+    }
+  }
 };
 
 }  // namespace
 
-c10::Allocator* pinned_allocator() {
+at::HostAllocator* pinned_allocator() {
   static PinnedAllocator* a = new PinnedAllocator();
   return a;
 }

@@ -75,8 +75,9 @@ class TpuPlatform(Platform):
     device_type: str = "tpu"
     dispatch_key: str = "PrivateUse1"
     ray_device_key: str = ""
-    # gloo on host tensors for now; a tpu c10d backend replaces it once torchtpu has one.
-    dist_backend: str = "gloo"
+    # torchtpu's c10d backend (torchtpu.distributed): collectives on tpu tensors for vLLM's device
+    # groups; it serves CPU tensors too, as gloo does, for the groups vLLM keeps on the host.
+    dist_backend: str = "tpu"
     simple_compile_backend: str = "tpu"
     device_control_env_var: str = "TORCHTPU_VISIBLE_DEVICES"
 

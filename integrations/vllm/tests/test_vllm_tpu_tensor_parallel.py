@@ -1,0 +1,58 @@
+"""vLLM with tensor_parallel_size=2 on two tpu devices: vLLM's multiprocess executor starts one
+worker per device (tpu:0, tpu:1), the workers' process groups run on torchtpu's c10d backend
+("tpu", the platform's dist_backend), and the sharded model's greedy tokens must be the CPU
+model's argmax given the same prefix (teacher forcing), as for one device.
+
+The engine runs in a child process: the two XLA:CPU devices (TORCHTPU_CPU_DEVICE_COUNT=2) must
+be chosen before the runtime starts, and this session's other tests hold a one-device engine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+from vllm_checks import check_teacher_forced, prompts_of
+
+CHILD = textwrap.dedent(
+    """
+    import json, sys
+    from vllm import LLM
+    from vllm_checks import generate
+
+    def main():
+        model_dir, prompts = sys.argv[1], json.loads(sys.argv[2])
+        llm = LLM(model=model_dir, dtype="float32", tensor_parallel_size=2, max_model_len=128,
+                  max_num_seqs=4, enforce_eager=True, seed=0)
+        outs = generate(llm, prompts, max_tokens=12)
+        print("TOKENS " + json.dumps([list(o.outputs[0].token_ids) for o in outs]), flush=True)
+
+    if __name__ == "__main__":  # vLLM's workers are spawned: they re-import this module
+        main()
+    """
+)
+
+
+def test_two_device_tensor_parallel_matches_cpu_teacher_forced(model_dir, cpu_model, tmp_path):
+    prompts = prompts_of([4, 11, 23], seed=5)
+    script = tmp_path / "tp2.py"
+    script.write_text(CHILD)
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = dict(os.environ, TORCHTPU_CPU_DEVICE_COUNT="2",
+               PYTHONPATH=os.pathsep.join(filter(None, [here, os.environ.get("PYTHONPATH")])))
+    proc = subprocess.run([sys.executable, str(script), model_dir, json.dumps(prompts)], env=env,
+                          capture_output=True, text=True, timeout=600)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-4000:]
+    assert "world_size=2 rank=1 local_rank=1" in log and "backend=tpu" in log, log[-4000:]
+    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("TOKENS "))
+    outs = json.loads(line[len("TOKENS "):])
+    exact = total = 0
+    for prompt, generated in zip(prompts, outs):
+        assert len(generated) == 12
+        exact += check_teacher_forced(cpu_model, prompt, generated)
+        total += len(generated)
+    assert exact >= total - 1, f"only {exact}/{total} tokens were the exact CPU argmax"
