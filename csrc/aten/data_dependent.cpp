@@ -106,7 +106,9 @@ at::Tensor& nonzero_out_kernel(const at::Tensor& self, at::Tensor& out) {
 
 at::Tensor masked_select_kernel(const at::Tensor& self, const at::Tensor& mask) {
   TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_select: expected BoolTensor for mask");
-  auto shape = at::infer_size(self.sizes(), mask.sizes());
+  // mask first, as the CPU's expand_outplace(mask, self): a shape mismatch names the same
+  // tensor a and b in its error.
+  auto shape = at::infer_size(mask.sizes(), self.sizes());
   int64_t n = read_count(at::count_nonzero(mask.expand(shape)));
   static auto op = torchtpu_op("torchtpu::masked_select_static")
                        .typed<at::Tensor(const at::Tensor&, const at::Tensor&, int64_t)>();

@@ -73,10 +73,26 @@ std::tuple<at::Tensor, at::Tensor> multilabel_margin_loss_forward_meta(const at:
 
 // ---- _logcumsumexp, geqrf, linalg_lstsq ----
 // aten::_logcumsumexp (lowered in reduction.cpp) has no meta kernel in PyTorch; the eager
-// kernel needs one for the result type: same shape and dtype as the input.
+// kernel needs one for the result type: same shape and dtype as the input. The dim is checked
+// here so a bad one raises the CPU's IndexError at the call, not a failed lowering.
 at::Tensor logcumsumexp_meta(const at::Tensor& self, int64_t dim) {
-  (void)dim;
+  (void)c10::maybe_wrap_dim(dim, self.dim());
   return at::empty_like(self, self.options().device(c10::kMeta));
+}
+
+// Its out= form has none either, so torch.logcumsumexp(x, d, out=...) took the CPU fallback;
+// with this one the generic out= path lowers _logcumsumexp and writes the result into `out` in
+// the same program. Only the meta copy of `out` is resized here, silently: the eager kernel
+// resizes the real one from it with the CPU's resize_output (and its warning). The CPU
+// kernel writes self's dtype into out's memory whatever out's dtype is (a float64 out of a
+// float32 input corrupts its heap), so a different dtype raises what the public
+// logcumsumexp.out raises for it.
+at::Tensor& logcumsumexp_out_meta(const at::Tensor& self, int64_t dim, at::Tensor& out) {
+  (void)c10::maybe_wrap_dim(dim, self.dim());
+  TORCH_CHECK(out.scalar_type() == self.scalar_type(), "expected scalar_type ", self.scalar_type(),
+              " but found ", out.scalar_type());
+  if (out.sizes() != self.sizes()) out.resize_(self.sizes());
+  return out;
 }
 
 // aten::geqrf (lowered in linalg_decomp.cpp) has no meta kernel either: (a, tau) with tau of
@@ -154,6 +170,7 @@ TORCH_LIBRARY_IMPL(aten, Meta, m) {
   m.impl("multilabel_margin_loss_backward", TORCH_FN(multilabel_margin_loss_backward_meta));
   m.impl("linalg_lstsq", TORCH_FN(lstsq_meta));
   m.impl("_logcumsumexp", TORCH_FN(logcumsumexp_meta));
+  m.impl("_logcumsumexp.out", TORCH_FN(logcumsumexp_out_meta));
   m.impl("geqrf", TORCH_FN(geqrf_meta));
   m.impl("fractional_max_pool3d_backward", &fractional_max_pool3d_backward_meta);
 }

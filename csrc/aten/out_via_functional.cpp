@@ -5,9 +5,15 @@
 // succeeds. These kernels run the functional overload (lowered, natively) and write its results
 // into the out tensors, resized like the CPU's resize_output; a result the functional form leaves
 // undefined (output_mask off) leaves its out tensor untouched.
+//
+// Out= overloads whose functional form is native but has no lowering-table entry of its own
+// (a composite, or a tpu kernel with a data-dependent shape), so the generic out= path found
+// nothing to lower and they took the CPU fallback (issue 18): narrow_copy.out and
+// masked_select.out run the native functional form here and write the out tensor like the CPU.
 #include "aten/out_via_functional.h"
 
 #include <ATen/ATen.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
 
@@ -51,7 +57,58 @@ void out_via_functional(const c10::OperatorHandle& op, torch::jit::Stack* stack)
   write_outs_via(op, stack, functional, schema.returns().size());
 }
 
+// narrow_copy.out: the CPU's checks, in its order and with its messages (two are bare
+// TORCH_CHECKs, whose message is the expression: the names below keep it the CPU's), its plain
+// resize_ (no resize_output warning), then one copy from the narrowed view: a single program
+// that gathers the slice on the device. (narrow_copy itself is a composite of narrow + clone.)
+at::Tensor& narrow_copy_out(const at::Tensor& self, int64_t dim, c10::SymInt start_,
+                            c10::SymInt length_, at::Tensor& output) {
+  int64_t start = start_.guard_int(__FILE__, __LINE__);
+  const int64_t length = length_.guard_int(__FILE__, __LINE__);
+  TORCH_CHECK(self.dim() > 0, "narrow() cannot be applied to a 0-dim tensor.");
+  TORCH_CHECK(self.dtype() == output.dtype());
+  const auto self_sizes = self.sizes();
+  if (dim < 0) {
+    dim = at::maybe_wrap_dim(dim, static_cast<int64_t>(self_sizes.size()));
+  } else {
+    TORCH_CHECK(dim < static_cast<int64_t>(self_sizes.size()));
+  }
+  const int64_t cur_size = self_sizes[static_cast<size_t>(dim)];
+  TORCH_CHECK_INDEX(-cur_size <= start && start <= cur_size,
+                    "start out of range (expected to be in range of [", -cur_size, ", ", cur_size,
+                    "], but got ", start, ")");
+  if (start < 0) start += cur_size;
+  TORCH_CHECK(length >= 0 && start <= cur_size - length, "start (", start, ") + length (", length,
+              ") exceeds dimension size (", cur_size, ").");
+  std::vector<int64_t> sizes = self_sizes.vec();
+  sizes[static_cast<size_t>(dim)] = length;
+  output.resize_(sizes);
+  // The CPU kernel writes a non-contiguous `output` as if it were contiguous (its elements land
+  // in the wrong places); copy_ honours its strides.
+  output.copy_(self.narrow(dim, start, length));
+  return output;
+}
+
+// masked_select.out: the CPU's checks in its order, then the native masked_select (its count
+// program, the one host sync its data-dependent size needs anyway, and the static program) and
+// one device copy into `result`, resized with the CPU's resize_output.
+at::Tensor& masked_select_out(const at::Tensor& self, const at::Tensor& mask, at::Tensor& result) {
+  TORCH_CHECK(mask.scalar_type() == at::ScalarType::Bool,
+              "masked_select: expected BoolTensor for mask");
+  TORCH_CHECK(self.scalar_type() == result.scalar_type(),
+              "masked_select(): self and result must have the same scalar type");
+  at::assert_no_internal_overlap(result);
+  at::assert_no_overlap(result, self);
+  at::assert_no_overlap(result, mask);
+  at::Tensor selected = at::masked_select(self, mask);
+  at::native::resize_output(result, selected.sizes());
+  result.copy_(selected);
+  return result;
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("narrow_copy.out", TORCH_FN(narrow_copy_out));
+  m.impl("masked_select.out", TORCH_FN(masked_select_out));
   m.impl("grid_sampler_3d_backward.out",
          torch::CppFunction::makeFromBoxedFunction<&out_via_functional>());
   m.impl("_adaptive_avg_pool3d_backward.out",

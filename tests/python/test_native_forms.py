@@ -1,7 +1,8 @@
 """Ops that had no tpu kernel (an internal assert, or the CPU fallback) and now run natively,
 against the CPU: kaiser_window (eager and compiled), _add_relu (all its forms) and
 matmul_backward (dense, against the CPU's autograd of matmul: the CPU itself only implements
-the op for nested tensors)."""
+the op for nested tensors), and out= forms that took the CPU fallback (logcumsumexp.out,
+narrow_copy.out, masked_select.out)."""
 
 from __future__ import annotations
 
@@ -408,3 +409,168 @@ def test_saturate_weight_to_fp16_matches_cpu():
 
 
 NAN_ = float("nan")
+
+
+# ---- out= forms that took the CPU fallback (issue 18 leftovers) ----
+# logcumsumexp.out (through _logcumsumexp.out, which had no meta kernel), narrow_copy.out (its
+# functional form is a composite, so the out= path found no lowering) and masked_select.out
+# (a data-dependent size): all native now, written into `out` as the CPU writes it.
+
+def _resize_warned(fn):
+    import warnings
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        r = fn()
+    return r, any("was resized" in str(w.message) for w in seen)
+
+
+def _out_cases(shape, dtype):
+    """(name, make(device)) pairs: a fresh empty out, an out of the result's shape (written in
+    place, so a view of it sees the result), a non-empty out of another shape (resized, with
+    the CPU's warning or not) and a non-contiguous out of the result's shape."""
+    n = 1
+    for s in shape:
+        n *= s
+    return [
+        ("empty", lambda d: torch.empty(0, dtype=dtype, device=d)),
+        ("same_shape", lambda d: torch.zeros(shape, dtype=dtype, device=d)),
+        ("other_shape", lambda d: torch.zeros(n + 3, dtype=dtype, device=d)),
+        ("strided", lambda d: torch.zeros(tuple(shape[:-1]) + (2 * shape[-1],), dtype=dtype,
+                                          device=d)[..., ::2] if shape and shape[-1] else None),
+    ]
+
+
+def _check_out_form(fn, inputs, result_shape, dtype, out_case):
+    name, make = next(c for c in _out_cases(result_shape, dtype) if c[0] == out_case)
+    cpu_out, tpu_out = make("cpu"), make("tpu")
+    if cpu_out is None:
+        return
+    tpu_alias = tpu_out.view(-1) if tpu_out.is_contiguous() else None
+    want, cpu_warned = _resize_warned(lambda: fn(*inputs, out=cpu_out))
+    got, tpu_warned = _resize_warned(lambda: fn(*[t.to("tpu") for t in inputs], out=tpu_out))
+    assert got is tpu_out and want is cpu_out
+    assert tpu_warned == cpu_warned, (tpu_warned, cpu_warned)
+    assert got.dtype == want.dtype and got.shape == want.shape and got.stride() == want.stride()
+    torch.testing.assert_close(got.cpu(), want, equal_nan=True)
+    if tpu_alias is not None and got.numel() == tpu_alias.numel():
+        torch.testing.assert_close(tpu_alias.cpu(), want.reshape(-1), equal_nan=True)
+
+
+OUT_CASES = ["empty", "same_shape", "other_shape", "strided"]
+
+
+@pytest.mark.parametrize("out_case", OUT_CASES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_logcumsumexp_out_is_native(dim, dtype, out_case):
+    x = torch.randn(4, 6, generator=torch.Generator().manual_seed(3)).to(dtype)
+    x[1, 2], x[2, 0] = float("-inf"), float("inf")
+    tol = {torch.bfloat16: 2e-2, torch.float16: 2e-3}.get(dtype)
+    fn = lambda t, out: torch.logcumsumexp(t, dim, out=out)  # noqa: E731
+    if tol is None:
+        _check_out_form(fn, [x], x.shape, dtype, out_case)
+    else:
+        want = torch.logcumsumexp(x.float(), dim).to(dtype)  # the CPU's half kernels: opmath
+        got = torch.logcumsumexp(x.to("tpu"), dim, out=torch.empty(0, dtype=dtype, device="tpu"))
+        torch.testing.assert_close(got.cpu(), want, rtol=tol, atol=tol)
+    # _logcumsumexp.out, which the public out= form calls, directly too (0-d included).
+    for t in (x, x[0, 0]):
+        got = torch.ops.aten._logcumsumexp.out(t.to("tpu"), 0,
+                                               out=torch.empty(0, dtype=dtype, device="tpu"))
+        torch.testing.assert_close(got.cpu(), torch.ops.aten._logcumsumexp(t, 0),
+                                   rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("out_case", OUT_CASES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool, torch.bfloat16])
+@pytest.mark.parametrize("dim,start,length", [(0, 1, 2), (1, -3, 3), (1, 5, 0), (-1, 0, 5),
+                                              (0, -4, 4)])
+def test_narrow_copy_out_is_native(dim, start, length, dtype, out_case):
+    x = torch.arange(20).reshape(4, 5).to(dtype)
+    shape = list(x.shape)
+    shape[dim] = length
+    if out_case == "strided":
+        # The CPU kernel fills a non-contiguous out as if it were contiguous (its elements land
+        # elsewhere), so the oracle is the op's definition, narrow().clone(), on the CPU.
+        out = torch.zeros(shape[0], 2 * shape[1], dtype=dtype, device="tpu")[:, ::2]
+        got = torch.narrow_copy(x.to("tpu"), dim, start, length, out=out)
+        assert got is out
+        torch.testing.assert_close(out.cpu(), x.narrow(dim, start, length).clone())
+        return
+    _check_out_form(lambda t, out: torch.narrow_copy(t, dim, start, length, out=out), [x],
+                    shape, dtype, out_case)
+    # A non-contiguous input, read through its strides.
+    xt = x.t()
+    _check_out_form(lambda t, out: torch.narrow_copy(t, 0, 1, 3, out=out), [xt],
+                    [3, 4], dtype, "empty")
+
+
+@pytest.mark.parametrize("out_case", ["empty", "same_shape", "other_shape"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32, torch.bool, torch.complex64])
+@pytest.mark.parametrize("form", ["same", "mask_row", "self_row", "none", "all"])
+def test_masked_select_out_is_native(form, dtype, out_case):
+    g = torch.Generator().manual_seed(4)
+    x = (torch.randn(4, 5, generator=g) * 4).to(dtype)
+    mask = torch.rand(4, 5, generator=g) > 0.5
+    x, mask = {"same": (x, mask), "mask_row": (x, mask[1]), "self_row": (x[2], mask),
+               "none": (x, torch.zeros_like(mask)), "all": (x, torch.ones_like(mask))}[form]
+    n = int(torch.masked_select(x, mask).numel())
+    _check_out_form(lambda t, m, out: torch.masked_select(t, m, out=out), [x, mask], [n], dtype,
+                    out_case)
+
+
+@pytest.mark.parametrize("call", [
+    lambda t: torch.narrow_copy(t, 1, 1, 3, out=torch.empty(0, dtype=torch.float64,
+                                                             device=t.device)),
+    lambda t: torch.narrow_copy(t.sum(), 0, 0, 1, out=torch.empty(0, device=t.device)),
+    lambda t: torch.narrow_copy(t, 1, 7, 1, out=torch.empty(0, device=t.device)),
+    lambda t: torch.narrow_copy(t, 1, -6, 1, out=torch.empty(0, device=t.device)),
+    lambda t: torch.narrow_copy(t, 1, 2, 4, out=torch.empty(0, device=t.device)),
+    lambda t: torch.narrow_copy(t, 1, 2, -1, out=torch.empty(0, device=t.device)),
+    lambda t: torch.narrow_copy(t, 2, 0, 1, out=torch.empty(0, device=t.device)),
+    lambda t: torch.narrow_copy(t, -3, 0, 1, out=torch.empty(0, device=t.device)),
+    lambda t: torch.logcumsumexp(t, 1, out=torch.empty(0, dtype=torch.float64, device=t.device)),
+    lambda t: torch.logcumsumexp(t.long(), 1, out=torch.empty(0, device=t.device)),
+    lambda t: torch.logcumsumexp(t, 2, out=torch.empty(0, device=t.device)),
+    lambda t: torch.logcumsumexp(t, -3),
+    lambda t: torch.masked_select(t, t > 0, out=torch.empty(0, dtype=torch.float64,
+                                                            device=t.device)),
+    lambda t: torch.masked_select(t, (t > 0).to(torch.uint8), out=torch.empty(0, device=t.device)),
+    lambda t: torch.masked_select(t, torch.ones(3, dtype=torch.bool, device=t.device),
+                                  out=torch.empty(0, device=t.device)),
+    lambda t: torch.masked_select(t, torch.ones(3, dtype=torch.bool, device=t.device)),
+    lambda t: torch.masked_select(t, t > -100, out=t),
+    lambda t: (lambda m: torch.masked_select(t, m, out=m))(t > 0),
+], ids=["nc_dtype", "nc_0d", "nc_start", "nc_neg_start", "nc_length", "nc_neg_length", "nc_dim",
+        "nc_neg_dim", "lcse_dtype", "lcse_int_to_float", "lcse_dim", "lcse_functional_dim",
+        "ms_dtype", "ms_uint8_mask", "ms_broadcast", "ms_functional_broadcast", "ms_overlap_self",
+        "ms_overlap_mask"])
+def test_out_forms_bad_input_raise_like_cpu(call):
+    from conftest import assert_same_error
+    assert_same_error(call, torch.randn(4, 5, generator=torch.Generator().manual_seed(5)))
+
+
+def test_direct_logcumsumexp_out_of_another_dtype_raises():
+    # The CPU's _logcumsumexp.out writes self's dtype into out's memory whatever out's dtype is
+    # (a float64 out of a float32 input reads as garbage and corrupts the CPU heap), so it is no
+    # oracle here: tpu raises what the public logcumsumexp.out raises for that out.
+    x = torch.randn(3, 4)
+    with pytest.raises(RuntimeError) as public:
+        torch.logcumsumexp(x, 1, out=torch.empty(0, dtype=torch.float64))
+    with pytest.raises(RuntimeError, match=str(public.value).splitlines()[0]):
+        torch.ops.aten._logcumsumexp.out(x.to("tpu"), 1,
+                                         out=torch.empty(0, dtype=torch.float64, device="tpu"))
+
+
+def test_out_forms_report_no_fallback_in_the_metrics():
+    from torchtpu.testing.fallbacks import fallback_counts, new_fallbacks
+
+    x = torch.randn(4, 5, device="tpu")
+    before = fallback_counts()
+    torch.logcumsumexp(x, 1, out=torch.empty(0, device="tpu"))
+    torch.narrow_copy(x, 1, 1, 3, out=torch.empty(0, device="tpu"))
+    torch.masked_select(x, x > 0, out=torch.empty(0, device="tpu"))
+    grown = new_fallbacks(before)
+    for op in ("aten::_logcumsumexp.out", "aten::logcumsumexp.out", "aten::narrow_copy.out",
+               "aten::masked_select.out"):
+        assert op not in grown
