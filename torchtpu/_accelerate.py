@@ -109,8 +109,28 @@ def _patch_accelerator(accelerator_module) -> None:
     accelerator_class._torchtpu_patched = True
 
 
+def _patch_launcher(launch_module) -> None:
+    # `accelerate launch --num_processes N` without `--multi_gpu` counts devices only for device
+    # types in its backend table, found none for tpu and started ONE process, silently. With tpu
+    # as the accelerator it now counts tpu devices and, with several, starts N ranks (torchrun),
+    # as it does for cuda.
+    if getattr(launch_module, "_torchtpu_patched", False):
+        return
+    # Only the launcher module's name is rebound: Accelerate's own table stays as it is.
+    original_backend = launch_module.get_distributed_backend
+
+    def get_distributed_backend(device_type):
+        if device_type == "tpu":
+            return "tpu"
+        return original_backend(device_type)
+
+    launch_module.get_distributed_backend = get_distributed_backend
+    launch_module._torchtpu_patched = True
+
+
 def install() -> None:
     if not enabled():
         return
     _post_import.after_import("accelerate.state", _patch)
     _post_import.after_import("accelerate.accelerator", _patch_accelerator)
+    _post_import.after_import("accelerate.commands.launch", _patch_launcher)

@@ -133,16 +133,19 @@ def test_trainer_on_two_processes_is_data_parallel_and_matches_one_cpu_process(s
     _check_against_one_cpu_process(tmp_path, lambda rank: "tpu:0")
 
 
-def test_accelerate_launch_two_processes(start_python, tmp_path):
-    # `accelerate launch --multi_gpu --num_processes 2 train.py`, run as the `accelerate` command
-    # runs it (its launcher starts torchrun's elastic agent, which starts the ranks). The host
-    # has four tpu devices here, so rank r trains on tpu:r. HF_HOME points at an empty folder so
-    # that no Accelerate config file of this machine's user changes the launch.
+@pytest.mark.parametrize("multi_gpu", [["--multi_gpu"], []], ids=["multi_gpu", "plain"])
+def test_accelerate_launch_two_processes(start_python, tmp_path, multi_gpu):
+    # `accelerate launch [--multi_gpu] --num_processes 2 train.py`, run as the `accelerate`
+    # command runs it (its launcher starts torchrun's elastic agent, which starts the ranks). The
+    # host has four tpu devices here, so rank r trains on tpu:r. Without --multi_gpu the launcher
+    # counts the devices itself (it used to find none for tpu and start one process, silently).
+    # HF_HOME points at an empty folder so that no Accelerate config file of this machine's
+    # user changes the launch.
     script = tmp_path / "train.py"
     script.write_text(f"import sys; sys.path.insert(0, {HERE!r})\n"
                       "import test_hf_accelerate_multiprocess as t\n"
                       "t._rank_main(sys.argv[1])\n")
-    argv = ["accelerate", "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+    argv = ["accelerate", "launch", *multi_gpu, "--num_processes", "2", "--num_machines", "1",
             "--mixed_precision", "no", "--dynamo_backend", "no",
             "--main_process_port", str(_free_port()), str(script), str(tmp_path)]
     code = ("import sys; from accelerate.commands.accelerate_cli import main; "
