@@ -503,20 +503,37 @@ std::vector<Value> lower_histc(LoweringContext& ctx) {
   return {finish_reduced(ctx, integral ? b.convert(counts, out.dtype) : counts)};
 }
 
+// The CPU's logcumsumexp has no integral or bool form and raises; here the scan ran in float32
+// and truncated into the input's integer dtype. Refused, the call takes the CPU fallback, which
+// raises the CPU's own NotImplementedError at the call.
+std::vector<Value> lower_logcumsumexp(LoweringContext& ctx) {
+  const Value& x = ctx.tensor(0);
+  TORCH_CHECK_NOT_IMPLEMENTED(shlo::is_float(x.dtype()), "logcumsumexp of ", x.type.str(),
+                              " (the CPU has none)");
+  static const LoweringFn scan_fn = scan("", -INFINITY, logaddexp_combine);
+  return scan_fn(ctx);
+}
+
 // cummax/cummin(self, dim) -> (values, indices) as one variadic reduce_window: NaN wins,
 // otherwise the extreme value; ties (NaNs included) go to the later index, as in ATen's loop.
 LoweringFn cum_extreme(bool is_max) {
   return [is_max](LoweringContext& ctx) -> std::vector<Value> {
     FunctionBuilder& b = ctx.b;
     Value x = ctx.tensor(0);
+    // The CPU's (and CUDA's) kernel has no float8 or uint16/32/64 form and raises; computing
+    // them here made code that runs on tpu fail on either. Refused, the call takes the CPU
+    // fallback, which raises the CPU's own NotImplementedError at the call (and a compiled
+    // graph declines to the same eager call).
+    const ElementType t = x.dtype();
+    TORCH_CHECK_NOT_IMPLEMENTED(!shlo::is_float8(t) && t != ElementType::kU16 &&
+                                    t != ElementType::kU32 && t != ElementType::kU64,
+                                is_max ? "cummax" : "cummin", " of ", x.type.str(),
+                                " (the CPU has none)");
     int64_t dim = wrap_dim(ctx.int_arg(1), std::max<int64_t>(x.rank(), 1));
     if (x.rank() == 0 || x.type.numel() == 0) {
       return {finish_reduced(ctx, x, 0),
               finish_reduced(ctx, b.constant_int(0, x.type.with_dtype(ElementType::kS64)), 1)};
     }
-    // float8 scans in f32 (exact; values and order unchanged): XLA's float8 normalization
-    // breaks on this variadic reduce_window (a compile-time RET_CHECK).
-    if (shlo::is_float8(x.dtype())) x = b.convert(x, ElementType::kF32);
     int64_t n = x.shape()[static_cast<size_t>(dim)];
     Value idx = b.iota(x.type.with_dtype(ElementType::kS64), dim);
     TensorType is(ElementType::kS64, {});
@@ -591,7 +608,7 @@ TORCHTPU_LOWERING("aten::all.dim", any_all(false, DimForm::kInt), kComplex);
 TORCHTPU_LOWERING("aten::all.dims", any_all(false, DimForm::kOptList), kComplex);
 TORCHTPU_LOWERING("aten::logsumexp", lower_logsumexp);
 TORCHTPU_LOWERING("aten::cumsum", scan("stablehlo.add", 0), kComplex);
-TORCHTPU_LOWERING("aten::_logcumsumexp", scan("", -INFINITY, logaddexp_combine));
+TORCHTPU_LOWERING("aten::_logcumsumexp", lower_logcumsumexp);
 TORCHTPU_LOWERING("aten::nansum", lower_nansum);
 TORCHTPU_LOWERING("aten::aminmax", lower_aminmax);
 TORCHTPU_LOWERING("aten::trace", lower_trace, kComplex);

@@ -163,6 +163,41 @@ def test_cummax_cummin(fn):
     _check(lambda t: fn(t, 1).values, _x(3, 6))
 
 
+
+_F8 = [torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e4m3fnuz, torch.float8_e5m2fnuz]
+_WIDE_UNSIGNED = [torch.uint16, torch.uint32, torch.uint64]
+
+
+@pytest.mark.allow_fallback("aten::cummax", "aten::cummin", "aten::_logcumsumexp")
+@pytest.mark.parametrize("name,dtype", [
+    *[(n, d) for n in ("cummax", "cummin") for d in _F8 + _WIDE_UNSIGNED],
+    *[("logcumsumexp", d) for d in [torch.bool, torch.uint8, torch.int32, torch.int64,
+                                    torch.uint16]],
+], ids=str)
+def test_scans_the_cpu_refuses_raise_its_error(name, dtype):
+    # The CPU's kernels (and CUDA's) have no such form; tpu computed them (float8 cummax in
+    # float32, integer logcumsumexp truncated into the integer dtype), so code that ran on tpu
+    # failed elsewhere. The lowering refuses them: the counted CPU fallback raises the CPU's own
+    # error at the call.
+    fn = lambda t: getattr(torch, name)(t, 1)  # noqa: E731
+    x = torch.tensor([[1.0, 3.0, 2.0], [0.0, 5.0, 4.0]]).to(dtype)
+    with pytest.raises(NotImplementedError) as cpu_error:
+        fn(x)
+    with pytest.raises(NotImplementedError) as tpu_error:
+        fn(x.to(DEV))
+    assert str(tpu_error.value) == str(cpu_error.value)
+
+
+@pytest.mark.parametrize("dtype", [torch.bool, torch.uint8, torch.int8, torch.int64,
+                                   torch.float16, torch.bfloat16, torch.float64])
+@pytest.mark.parametrize("fn", [torch.cummax, torch.cummin])
+def test_cummax_cummin_dtypes_the_cpu_has_stay_native(fn, dtype):
+    x = torch.tensor([[1.0, 3.0, 3.0, 0.0, 5.0], [2.0, 0.0, 1.0, 1.0, 7.0]]).to(dtype)
+    for d in (0, 1):
+        a, e = fn(x.to(DEV), d), fn(x, d)
+        torch.testing.assert_close(a.values.cpu(), e.values)
+        torch.testing.assert_close(a.indices.cpu(), e.indices)
+
 def test_hash_tensor():
     for x in [torch.tensor([1.0, 2.0, -3.5, -0.0]), _x(3, 4), torch.arange(-5, 7).reshape(3, 4),
               torch.tensor([True, False, True])]:
