@@ -520,20 +520,23 @@ LoweringFn cum_extreme(bool is_max) {
   return [is_max](LoweringContext& ctx) -> std::vector<Value> {
     FunctionBuilder& b = ctx.b;
     Value x = ctx.tensor(0);
-    // The CPU's (and CUDA's) kernel has no float8 or uint16/32/64 form and raises; computing
-    // them here made code that runs on tpu fail on either. Refused, the call takes the CPU
-    // fallback, which raises the CPU's own NotImplementedError at the call (and a compiled
-    // graph declines to the same eager call).
+    // The CPU's (and CUDA's) kernel has no uint16/32/64 form and raises; computing them here
+    // made code that runs on tpu fail on either. Refused, the call takes the CPU fallback, which
+    // raises the CPU's own NotImplementedError at the call (and a compiled graph declines to the
+    // same eager call). float8 stays computed, like the rest of the float8 family the CPU lacks
+    // (max/min/cumsum/pools, 94b2dfb; test_float8.py).
     const ElementType t = x.dtype();
-    TORCH_CHECK_NOT_IMPLEMENTED(!shlo::is_float8(t) && t != ElementType::kU16 &&
-                                    t != ElementType::kU32 && t != ElementType::kU64,
-                                is_max ? "cummax" : "cummin", " of ", x.type.str(),
-                                " (the CPU has none)");
+    TORCH_CHECK_NOT_IMPLEMENTED(
+        t != ElementType::kU16 && t != ElementType::kU32 && t != ElementType::kU64,
+        is_max ? "cummax" : "cummin", " of ", x.type.str(), " (the CPU has none)");
     int64_t dim = wrap_dim(ctx.int_arg(1), std::max<int64_t>(x.rank(), 1));
     if (x.rank() == 0 || x.type.numel() == 0) {
       return {finish_reduced(ctx, x, 0),
               finish_reduced(ctx, b.constant_int(0, x.type.with_dtype(ElementType::kS64)), 1)};
     }
+    // float8 scans in f32 (exact; values and order unchanged): XLA's float8 normalization
+    // breaks on this variadic reduce_window (a compile-time RET_CHECK).
+    if (shlo::is_float8(x.dtype())) x = b.convert(x, ElementType::kF32);
     int64_t n = x.shape()[static_cast<size_t>(dim)];
     Value idx = b.iota(x.type.with_dtype(ElementType::kS64), dim);
     TensorType is(ElementType::kS64, {});

@@ -407,8 +407,7 @@ def test_functional_scaled_mm_bad_input_raises():
 # tpu computes these in float32 (PyTorch's opmath for narrow floats) and rounds to float8, so the
 # oracle is the op on the float32 values, rounded to the result's dtype. What they must never do
 # is treat a missing infinity as a value: e4m3fn has none (an inf constant saturates to 448) and
-# the fnuz formats have none either (an inf constant would be their NaN). cummax and cummin raise
-# the CPU's error instead (test_misc_math.py: test_scans_the_cpu_refuses_raise_its_error).
+# the fnuz formats have none either (an inf constant would be their NaN).
 
 def finite_values(dtype):
     x = all_values(dtype)
@@ -426,6 +425,8 @@ REDUCTIONS = {
     "max": lambda x: x.max(), "min": lambda x: x.min(), "amax": lambda x: x.amax(),
     "amin": lambda x: x.amin(), "argmax": lambda x: x.argmax(), "argmin": lambda x: x.argmin(),
     "max_dim": lambda x: x.reshape(-1, 2).max(1).values,
+    "cummax": lambda x: x.cummax(0).values, "cummin": lambda x: x.cummin(0).values,
+    "cummin_indices": lambda x: x.cummin(0).indices,
     "scatter_amax": lambda x: torch.zeros(3, dtype=x.dtype, device=x.device).scatter_reduce(
         0, torch.arange(x.numel(), device=x.device) % 3, x, "amax"),
     "adaptive_max_pool1d": lambda x: torch.nn.functional.adaptive_max_pool1d(x.reshape(1, 1, -1),
