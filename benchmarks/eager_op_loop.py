@@ -6,33 +6,16 @@ time per call, for A/B-ing hot-path changes (benchmarks/ab_builds.py) on a loade
 A busy 2-core host swings wall time by +-15% or more, while the process's CPU time per call
 moves a few percent at most: a cut worth 3% shows in cpu_us where median_us hides it. tpu ops are
 asynchronous: a synchronize every 200 calls keeps the queue short, as eager_overhead.py's batches
-do. One JSON line per (op, device) and one tpu/cpu ratio line per op (wall and CPU time). The CPU
-baseline runs on one thread, as in eager_overhead.py.
+do. One JSON line per (op, device) and one tpu/cpu ratio line per op (wall and CPU time). The ops,
+the one-thread CPU baseline and the first line (settings, load) are eager_overhead.py's.
 """
 
 import argparse
 import json
-import os
 import time
 
-for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
-
-import torch  # noqa: E402
-
-import torchtpu  # noqa: E402,F401
-
-
-def cases(device):
-    a = torch.ones(1, device=device)
-    b = torch.ones(1, device=device)
-    v = torch.randn(64, 64, device=device)
-    return {
-        "add_1elem": lambda: a + b,
-        "mul_python_scalar": lambda: a * 3.5,
-        "sum_64x64": lambda: v.sum(),
-        "slice_view_add_": lambda: v[:, 1:9].add_(1.0),
-    }
+# Before torch: eager_overhead sets the BLAS thread variables, then loads torch and torchtpu.
+from eager_overhead import SYNC, cases, start_run
 
 
 def loop(fn, sync, calls):
@@ -53,15 +36,12 @@ def main():
     p.add_argument("--ops", default="add_1elem,mul_python_scalar")
     p.add_argument("--calls", type=int, default=300000)
     args = p.parse_args()
-    torch.set_num_threads(1)
-    print(json.dumps({"host": {"cpus": os.cpu_count(), "loadavg_1m": os.getloadavg()[0],
-                               "torch_threads": torch.get_num_threads()}}))
-    sync = {"cpu": lambda: None, "tpu": torch.tpu.synchronize}
+    start_run()
     res = {}
     for device in ("cpu", "tpu"):
         fns = cases(device)
         for op in args.ops.split(","):
-            wall, cpu = loop(fns[op], sync[device], args.calls)
+            wall, cpu = loop(fns[op], SYNC[device], args.calls)
             res[(op, device)] = (wall, cpu)
             print(json.dumps({"op": op, "device": device, "calls": args.calls,
                               "wall_us": round(wall, 3), "cpu_us": round(cpu, 3)}))

@@ -37,18 +37,26 @@ def cases(device):
     }
 
 
-def main():
+# What closes a timed batch on each device: tpu ops are asynchronous.
+SYNC = {"cpu": lambda: None, "tpu": torch.tpu.synchronize}
+
+
+def start_run():
+    """One thread for the CPU baseline; prints the first line: the settings and the load."""
     torch.set_num_threads(1)
     print(json.dumps({"host": {"cpus": os.cpu_count(), "loadavg_1m": os.getloadavg()[0],
                                "torch_threads": torch.get_num_threads(),
                                "env": {k: os.environ[k] for k in
                                        ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                                         "MKL_NUM_THREADS", "NPROC") if k in os.environ}}}))
-    sync = {"cpu": lambda: None, "tpu": torch.tpu.synchronize}
+
+
+def main():
+    start_run()
     results = {}
     for device in ("cpu", "tpu"):
         for op, fn in cases(device).items():
-            us = median_call_time(fn, sync[device], reps=200, batches=15, warmup=20)
+            us = median_call_time(fn, SYNC[device], reps=200, batches=15, warmup=20)
             results[(op, device)] = us
             print(json.dumps({"op": op, "device": device, "median_us": round(us, 3)}))
     for op in cases("cpu"):
