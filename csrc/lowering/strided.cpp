@@ -5,6 +5,7 @@
 
 #include "lowering/common.h"
 #include "stablehlo/ops.h"
+#include "util/strides.h"
 
 namespace torchtpu::lowering {
 namespace {
@@ -13,6 +14,7 @@ using shlo::ElementType;
 using shlo::FunctionBuilder;
 using shlo::TensorType;
 using shlo::Value;
+using util::is_contiguous;
 
 ElementType index_type_for(int64_t n) {
   return n < (int64_t{1} << 31) ? ElementType::kS32 : ElementType::kS64;
@@ -163,16 +165,6 @@ bool try_structured_write(FunctionBuilder& b, Value flat, const StridedView& vie
 }
 
 }  // namespace
-
-bool is_contiguous(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides) {
-  int64_t expected = 1;
-  for (size_t i = sizes.size(); i-- > 0;) {
-    if (sizes[i] == 1) continue;
-    if (strides[i] != expected) return false;
-    expected *= sizes[i];
-  }
-  return true;
-}
 
 int64_t numel_of(const std::vector<int64_t>& sizes) {
   int64_t n = 1;

@@ -22,7 +22,6 @@ struct StridedView {
   std::optional<shlo::Value> offset_value;
 };
 
-bool is_contiguous(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides);
 int64_t numel_of(const std::vector<int64_t>& sizes);
 // True when the view is exactly the whole buffer in its own row-major order (never for a view
 // with a runtime offset).

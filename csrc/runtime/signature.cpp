@@ -4,6 +4,7 @@
 #include <functional>
 
 #include "runtime/metrics.h"
+#include "util/strides.h"
 
 namespace torchtpu::runtime {
 namespace {
@@ -12,16 +13,6 @@ std::string ints(const std::vector<int64_t>& v) {
   std::string s = "[";
   for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
   return s + "]";
-}
-
-bool contiguous(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides) {
-  int64_t expected = 1;
-  for (size_t i = sizes.size(); i-- > 0;) {
-    if (sizes[i] == 1) continue;
-    if (strides[i] != expected) return false;
-    expected *= sizes[i];
-  }
-  return true;
 }
 
 const char* kind_name(SigEntry::Kind k) {
@@ -79,8 +70,8 @@ void diff_entry(const SigEntry& a, const SigEntry& b, const std::string& where,
   if (a.sizes != b.sizes) add("sizes ", ints(a.sizes), ints(b.sizes));
   // Strides of two contiguous tensors, and the buffer of a tensor that is its whole storage,
   // follow from the sizes: said only when they add something.
-  if (a.strides != b.strides &&
-      (a.sizes == b.sizes || !contiguous(a.sizes, a.strides) || !contiguous(b.sizes, b.strides))) {
+  if (a.strides != b.strides && (a.sizes == b.sizes || !util::is_contiguous(a.sizes, a.strides) ||
+                                 !util::is_contiguous(b.sizes, b.strides))) {
     add("strides ", ints(a.strides), ints(b.strides));
   }
   if (a.storage != b.storage) {
@@ -140,7 +131,7 @@ std::string SigEntry::describe() const {
   switch (kind) {
     case Kind::kTensor: {
       std::string s = dtype + ints(sizes);
-      if (!contiguous(sizes, strides)) s += " strides " + ints(strides);
+      if (!util::is_contiguous(sizes, strides)) s += " strides " + ints(strides);
       if (runtime_offset) s += " (view of " + storage_dtype + ints(storage_dims) + ")";
       if (!storage_written) s += " (never written)";
       return s;
