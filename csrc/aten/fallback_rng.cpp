@@ -6,6 +6,7 @@
 
 #include <optional>
 
+#include "aten/call_state.h"
 #include "device/current_device.h"
 #include "device/generator.h"
 
@@ -18,14 +19,6 @@ uint64_t mix(uint64_t x) {
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
   x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
   return x ^ (x >> 31);
-}
-
-bool is_generator_type(const c10::TypePtr& t) {
-  if (t->kind() == c10::TypeKind::OptionalType) {
-    return t->castRaw<c10::OptionalType>()->getElementType()->kind() ==
-           c10::TypeKind::GeneratorType;
-  }
-  return t->kind() == c10::TypeKind::GeneratorType;
 }
 
 // The tpu device the op runs on: its first tpu tensor, else its `device=` argument, else the
