@@ -8,6 +8,7 @@
 #include <cstring>
 #include <mutex>
 #include <sstream>
+#include <string_view>
 #include <unordered_map>
 
 #include "aten/host_transfer.h"
@@ -23,6 +24,8 @@ namespace torchtpu::aten {
 
 using shlo::ElementType;
 
+namespace {
+
 void put(std::string& key, int64_t v) { key.append(reinterpret_cast<const char*>(&v), 8); }
 void put(std::string& key, char c) { key.push_back(c); }
 void put_ints(std::string& key, c10::IntArrayRef v) {
@@ -32,20 +35,35 @@ void put_ints(std::string& key, c10::IntArrayRef v) {
 
 std::string device_str(int index) { return "tpu:" + std::to_string(index); }
 
-bool is_scalar_type(const c10::TypePtr& t) {
-  if (t->kind() == c10::TypeKind::NumberType) return true;
-  if (auto opt = t->cast<c10::OptionalType>()) {
-    return opt->getElementType()->kind() == c10::TypeKind::NumberType;
+bool same_scalar(const c10::Scalar& a, const c10::Scalar& b) {
+  if (a.type() != b.type()) return false;
+  if (a.isBoolean()) return a.toBool() == b.toBool();
+  if (a.isIntegral(false)) return a.toLong() == b.toLong();
+  if (a.isFloatingPoint()) {
+    double x = a.toDouble(), y = b.toDouble();
+    return std::memcmp(&x, &y, sizeof(double)) == 0;
+  }
+  if (a.isComplex()) {
+    c10::complex<double> x = a.toComplexDouble(), y = b.toComplexDouble();
+    return std::memcmp(&x, &y, sizeof(x)) == 0;
   }
   return false;
 }
 
+bool is_kind_or_optional(const c10::TypePtr& t, c10::TypeKind kind) {
+  if (t->kind() == kind) return true;
+  auto opt = t->cast<c10::OptionalType>();
+  return opt && opt->getElementType()->kind() == kind;
+}
+
+}  // namespace
+
+bool is_scalar_type(const c10::TypePtr& t) {
+  return is_kind_or_optional(t, c10::TypeKind::NumberType);
+}
+
 bool is_generator_type(const c10::TypePtr& t) {
-  if (t->kind() == c10::TypeKind::GeneratorType) return true;
-  if (auto opt = t->cast<c10::OptionalType>()) {
-    return opt->getElementType()->kind() == c10::TypeKind::GeneratorType;
-  }
-  return false;
+  return is_kind_or_optional(t, c10::TypeKind::GeneratorType);
 }
 
 bool is_runtime_number(const c10::FunctionSchema& schema, const c10::Argument& arg) {
@@ -56,40 +74,31 @@ bool is_runtime_number(const c10::FunctionSchema& schema, const c10::Argument& a
   }
   // Ops whose lowering reads these arguments through LoweringContext::number / number_list (a
   // Value), never as a host number, and whose host-side checks (aten/argument_checks.cpp) run
-  // on every call. Keyed by the op's name without overload: in-place and functional forms alike.
+  // on every call. Keyed by the op's name without overload or in-place underscore: in-place and
+  // functional forms alike (every in-place op here has its functional form here too).
   struct Entry {
     const char* op;
     const char* args[3];
   };
   static const Entry kTable[] = {
-      {"aten::_fused_adam_", {"lr"}},
-      {"aten::_fused_adamw_", {"lr"}},
-      {"aten::_fused_sgd_", {"lr"}},
       {"aten::_fused_adam", {"lr"}},
       {"aten::_fused_adamw", {"lr"}},
       {"aten::_fused_sgd", {"lr"}},
-      {"aten::uniform_", {"from", "to"}},
       {"aten::uniform", {"from", "to"}},
-      {"aten::normal_", {"mean", "std"}},
       {"aten::normal", {"mean", "std"}},
       {"aten::normal_functional", {"mean", "std"}},
-      {"aten::bernoulli_", {"p"}},
       {"aten::bernoulli", {"p"}},
-      {"aten::exponential_", {"lambd"}},
       {"aten::exponential", {"lambd"}},
-      {"aten::log_normal_", {"mean", "std"}},
       {"aten::log_normal", {"mean", "std"}},
-      {"aten::cauchy_", {"median", "sigma"}},
       {"aten::cauchy", {"median", "sigma"}},
-      {"aten::geometric_", {"p"}},
       {"aten::geometric", {"p"}},
-      {"aten::random_", {"from", "to"}},
       {"aten::random", {"from", "to"}},
       {"aten::native_dropout", {"p"}},
       {"aten::native_dropout_backward", {"scale"}},
       {"aten::roll", {"shifts"}},
   };
-  const std::string& op = schema.name();
+  std::string_view op = schema.name();
+  if (op.back() == '_') op.remove_suffix(1);
   for (const Entry& e : kTable) {
     if (op != e.op) continue;
     for (const char* name : e.args) {
@@ -105,21 +114,6 @@ ElementType scalar_element_type(const c10::Scalar& s, bool any_f64) {
   if (s.isComplex()) return any_f64 ? ElementType::kC128 : ElementType::kC64;
   // Python floats are doubles; f32 keeps programs TPU-friendly unless f64 data is involved.
   return any_f64 ? ElementType::kF64 : ElementType::kF32;
-}
-
-bool same_scalar(const c10::Scalar& a, const c10::Scalar& b) {
-  if (a.type() != b.type()) return false;
-  if (a.isBoolean()) return a.toBool() == b.toBool();
-  if (a.isIntegral(false)) return a.toLong() == b.toLong();
-  if (a.isFloatingPoint()) {
-    double x = a.toDouble(), y = b.toDouble();
-    return std::memcmp(&x, &y, sizeof(double)) == 0;
-  }
-  if (a.isComplex()) {
-    c10::complex<double> x = a.toComplexDouble(), y = b.toComplexDouble();
-    return std::memcmp(&x, &y, sizeof(x)) == 0;
-  }
-  return false;
 }
 
 void ArgDesc::reset() {
@@ -267,14 +261,7 @@ void Scanner::tensor(const at::Tensor& t, ArgDesc& d) {
   put_ints(s_.key, p.dims);
   put(s_.key, static_cast<int64_t>(p.dtype));
   put(s_.key, static_cast<char>(p.buffer ? 1 : 0));
-  if (runtime_offset) {
-    d.offset_param = static_cast<int>(s_.params.size());
-    Param off;
-    off.kind = Param::Kind::kScalar;
-    off.scalar = c10::Scalar(d.view.offset);
-    off.dtype = ElementType::kS64;
-    s_.params.push_back(std::move(off));
-  }
+  if (runtime_offset) d.offset_param = scalar_param(c10::Scalar(d.view.offset), ElementType::kS64);
 }
 
 void Scanner::scan(const c10::FunctionSchema& schema, const torch::jit::Stack& stack,
@@ -348,12 +335,7 @@ void Scanner::scan(const c10::FunctionSchema& schema, const torch::jit::Stack& s
         put(s_.key, 'd');
       } else {
         d.kind = ArgDesc::Kind::kScalar;
-        d.param = static_cast<int>(s_.params.size());
-        Param p;
-        p.kind = Param::Kind::kScalar;
-        p.scalar = sc;
-        p.dtype = et;
-        s_.params.push_back(std::move(p));
+        d.param = scalar_param(sc, et);
         put(s_.key, 's');
       }
       put(s_.key, static_cast<int64_t>(et));
@@ -366,16 +348,21 @@ void Scanner::scan(const c10::FunctionSchema& schema, const torch::jit::Stack& s
 }
 
 void Scanner::runtime_number(const c10::Scalar& value, ArgDesc& d) {
+  const ElementType dtype = scalar_element_type(value, s_.any_f64);
   d.kind = ArgDesc::Kind::kScalar;
-  d.param = static_cast<int>(s_.params.size());
+  d.param = scalar_param(value, dtype);
+  d.dtype = lowering::to_scalar_type(dtype);
+  put(s_.key, 'r');
+  put(s_.key, static_cast<int64_t>(dtype));
+}
+
+int Scanner::scalar_param(const c10::Scalar& value, ElementType dtype) {
   Param p;
   p.kind = Param::Kind::kScalar;
   p.scalar = value;
-  p.dtype = scalar_element_type(p.scalar, s_.any_f64);
-  d.dtype = lowering::to_scalar_type(p.dtype);
-  put(s_.key, 'r');
-  put(s_.key, static_cast<int64_t>(p.dtype));
+  p.dtype = dtype;
   s_.params.push_back(std::move(p));
+  return static_cast<int>(s_.params.size()) - 1;
 }
 
 void Scanner::constant(const c10::IValue& v) {
@@ -457,8 +444,6 @@ device::BufferPtr cached_scalar_upload(uint64_t bits, ElementType dtype, int dev
   return buf;
 }
 
-}  // namespace
-
 device::BufferPtr scalar_buffer(const Param& p, int device) {
   union {
     bool b;
@@ -499,11 +484,7 @@ device::BufferPtr scalar_buffer(const Param& p, int device) {
   return cached_scalar_upload(v.u[0], p.dtype, device);
 }
 
-lowering::StridedView view_with_offset(const ArgDesc& d, std::optional<shlo::Value> offset) {
-  lowering::StridedView view = d.view;
-  view.offset_value = offset;
-  return view;
-}
+}  // namespace
 
 std::vector<device::BufferPtr> launch_program(const runtime::Program& program,
                                               const std::vector<int>& used_params, CallState& state,

@@ -83,7 +83,6 @@ class PooledCallState {
   CallState* state_;
 };
 
-std::string device_str(int index);
 bool is_scalar_type(const c10::TypePtr& t);     // Scalar or Scalar?
 bool is_generator_type(const c10::TypePtr& t);  // Generator or Generator?
 // A `float`/`int`/`int[]` (not Scalar) argument whose value changes from call to call in real
@@ -93,15 +92,6 @@ bool is_generator_type(const c10::TypePtr& t);  // Generator or Generator?
 bool is_runtime_number(const c10::FunctionSchema& schema, const c10::Argument& arg);
 // The dtype a Python scalar travels in: i1, i64, or f32 (f64 when f64 data is involved).
 shlo::ElementType scalar_element_type(const c10::Scalar& s, bool any_f64);
-bool same_scalar(const c10::Scalar& a, const c10::Scalar& b);
-device::BufferPtr scalar_buffer(const Param& p, int device);
-// The view of `d` for a program being built: its offset is `offset` (the runtime argument of
-// d.offset_param) when it has one.
-lowering::StridedView view_with_offset(const ArgDesc& d, std::optional<shlo::Value> offset);
-
-void put(std::string& key, int64_t v);
-void put(std::string& key, char c);
-void put_ints(std::string& key, c10::IntArrayRef v);
 
 // Appends arguments to a CallState: tensors become (deduplicated) storage parameters with
 // their view's sizes and strides in the key and its offset a runtime parameter; Scalars become
@@ -118,6 +108,7 @@ class Scanner {
  private:
   void constant(const c10::IValue& v);
   void runtime_number(const c10::Scalar& value, ArgDesc& d);
+  int scalar_param(const c10::Scalar& value, shlo::ElementType dtype);  // returns its index
   CallState& s_;
   bool with_views_;
 };

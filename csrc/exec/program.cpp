@@ -126,8 +126,9 @@ class Builder {
 
   // A slot's view; a runtime offset is a program argument, so moving the view never recompiles.
   lowering::StridedView view_of(const ArgDesc& d) {
-    if (d.offset_param < 0) return d.view;
-    return aten::view_with_offset(d, param(d.offset_param));
+    lowering::StridedView view = d.view;
+    if (d.offset_param >= 0) view.offset_value = param(d.offset_param);
+    return view;
   }
 
   // A tensor slot's value: its view gathered from its storage (zeros for a never-written storage,
