@@ -9,12 +9,10 @@
 #include <c10/util/SmallVector.h>
 #include <c10/util/strides.h>
 
-#include <chrono>
-#include <cstdlib>
-#include <cstring>
 #include <mutex>
 #include <numeric>
 #include <stdexcept>
+#include <string_view>
 #include <unordered_map>
 
 #include "aten/call_state.h"
@@ -23,13 +21,9 @@
 #include "aten/signature_of.h"
 #include "aten/warmup.h"
 #include "config/config.h"
-#include "device/current_device.h"
-#include "device/generator.h"
 #include "exec/program.h"
 #include "exec/recipe.h"
-#include "lowering/checks.h"
 #include "runtime/compile.h"
-#include "runtime/inflight.h"
 #include "runtime/metrics.h"
 #include "runtime/program_cache.h"
 #include "runtime/runtime.h"
@@ -38,21 +32,14 @@
 namespace torchtpu::aten {
 namespace {
 
-using lowering::LArg;
-using shlo::ElementType;
 using shlo::TensorType;
-using shlo::Value;
 
-// ---------------------------------------------------------------------------------------------
 // ---------------------------------------------------------------------------------------------
 // An eager op's program (exec/program.h) and how its returns map onto the op's schema.
-
-using exec::OutputSink;
 
 struct Entry : exec::ProgramEntry {
   bool fallback = false;  // the lowering declined this signature: run on CPU
   std::string fallback_reason;
-  size_t num_returns = 0;
   // Functional ops that return Tensor[] (_fused_adam, _foreach_*): per schema return, the
   // number of the program's outputs that form its list, or -1 for a single tensor. Empty when
   // every return is a tensor, so the outputs are the returns.
@@ -68,8 +55,6 @@ Cache& cache() {
   static Cache* c = new Cache();
   return *c;
 }
-
-bool log_compiles() { return runtime::log_compiles(); }
 
 // Read at every fallback (not cached): a test or a session may switch it at run time.
 bool fallback_allowed() { return config::flag("TORCHTPU_CPU_FALLBACK", true); }
@@ -202,7 +187,6 @@ std::string build_program(const OpPlan& plan, CallState& state, const torch::jit
   if (plan.variant == Variant::kFunctional) {
     for (size_t i = 0; i < out_types.size(); ++i) spec.returns.push_back(result(i));
     spec.layouts = layouts;
-    entry.num_returns = out_types.size();
   } else {
     // A written Tensor[] (_foreach_add_, _fused_adam_) takes one result per element.
     for (size_t m : plan.mutated_args) {
@@ -213,7 +197,6 @@ std::string build_program(const OpPlan& plan, CallState& state, const torch::jit
     TORCH_CHECK(spec.writes.size() == out_types.size(), "torchtpu: ", plan.called_name, " writes ",
                 spec.writes.size(), " tensors but its lowering returns ", out_types.size());
     for (size_t i = 0; i < spec.writes.size(); ++i) spec.writes[i].second = result(i);
-    entry.num_returns = plan.mutated_args.size();
   }
   return exec::build(spec, state, entry);
 }
@@ -223,51 +206,39 @@ std::string build_program(const OpPlan& plan, CallState& state, const torch::jit
 
 void launch(const OpPlan& plan, const Entry& entry, CallState& state, torch::jit::Stack* stack,
             size_t first) {
-  int dev = state.device >= 0 ? state.device : device::current_device();
-  std::vector<device::BufferPtr> outputs =
-      launch_program(*entry.program, entry.used_params, state, *stack, entry.rng_numel, dev);
-  // Before any write lands: under TPU_LAUNCH_BLOCKING=1 a failed check raises here.
-  if (entry.checks) runtime::defer_checks(dev, std::move(outputs.back()), entry.checks);
+  const bool functional = plan.variant == Variant::kFunctional;
+  // A functional program's outputs are its returns, in order; an in-place or out= one's are
+  // the writes into its mutated arguments.
+  c10::SmallVector<at::Tensor, 4> returns =
+      exec::launch(entry, state, *stack, {}, functional ? entry.outputs.size() : 0);
   // Replace the arguments by the returns.
-  if (plan.variant == Variant::kFunctional) {
-    // A functional program's outputs are its returns, in order.
-    c10::SmallVector<at::Tensor, 4> returns;
-    for (size_t i = 0; i < entry.outputs.size(); ++i) {
-      const OutputSink& sink = entry.outputs[i];
-      TORCH_INTERNAL_ASSERT(!sink.to_storage && sink.index == static_cast<int>(i));
-      returns.push_back(exec::new_tensor(sink, std::move(outputs[i]), dev));
+  if (!functional) {
+    c10::SmallVector<c10::IValue, 4> written;
+    // Only what the schema returns: `_fused_adam_` and `_foreach_add_` return nothing,
+    // `_amp_update_scale_` writes two tensors and returns one.
+    for (size_t i = 0; i < plan.mutated_args.size() && i < plan.called_returns; ++i) {
+      written.push_back((*stack)[first + plan.mutated_args[i]]);
     }
     stack->erase(stack->begin() + static_cast<std::ptrdiff_t>(first), stack->end());
-    if (entry.return_lists.empty()) {
-      for (auto& t : returns) stack->emplace_back(std::move(t));
-      return;
-    }
-    size_t next = 0;
-    for (int n : entry.return_lists) {
-      if (n < 0) {
-        stack->emplace_back(std::move(returns[next++]));
-        continue;
-      }
-      c10::List<at::Tensor> list;
-      list.reserve(static_cast<size_t>(n));
-      for (int k = 0; k < n; ++k) list.push_back(std::move(returns[next++]));
-      stack->emplace_back(std::move(list));
-    }
+    for (auto& r : written) stack->push_back(std::move(r));
     return;
   }
-  for (size_t i = 0; i < entry.outputs.size(); ++i) {
-    const OutputSink& sink = entry.outputs[i];
-    TORCH_INTERNAL_ASSERT(sink.to_storage);
-    exec::write_back(sink, std::move(outputs[i]), state);
-  }
-  c10::SmallVector<c10::IValue, 4> returns;
-  // Only what the schema returns: `_fused_adam_` and `_foreach_add_` return nothing,
-  // `_amp_update_scale_` writes two tensors and returns one.
-  for (size_t i = 0; i < plan.mutated_args.size() && i < plan.called_returns; ++i) {
-    returns.push_back((*stack)[first + plan.mutated_args[i]]);
-  }
   stack->erase(stack->begin() + static_cast<std::ptrdiff_t>(first), stack->end());
-  for (auto& r : returns) stack->push_back(std::move(r));
+  if (entry.return_lists.empty()) {
+    for (auto& t : returns) stack->emplace_back(std::move(t));
+    return;
+  }
+  size_t next = 0;
+  for (int n : entry.return_lists) {
+    if (n < 0) {
+      stack->emplace_back(std::move(returns[next++]));
+      continue;
+    }
+    c10::List<at::Tensor> list;
+    list.reserve(static_cast<size_t>(n));
+    for (int k = 0; k < n; ++k) list.push_back(std::move(returns[next++]));
+    stack->emplace_back(std::move(list));
+  }
 }
 
 void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack,
@@ -335,21 +306,18 @@ namespace {
 // Recipes (runtime/compile.h): a signature recorded by an earlier process reaches its
 // executable on disk without meta inference, lowering, printing or hashing the module.
 
-// The op's name stands for the plan's address that starts the in-memory key; whether device
-// checks are on decides the program too.
+// The op's name stands for the plan's address that starts the in-memory key.
 std::string recipe_key_of(const c10::OperatorHandle& op, const CallState& state) {
-  if (runtime::disk_cache_dir().empty()) return std::string();
-  std::string typed = "eager|" + full_name(op.schema().operator_name());
-  typed.push_back('\0');
-  typed.push_back(lowering::device_checks_enabled() ? '1' : '0');
-  typed.append(state.key, sizeof(const OpPlan*), std::string::npos);
-  return runtime::recipe_key(typed);
+  return exec::recipe_key("eager|" + full_name(op.schema().operator_name()),
+                          std::string_view(state.key).substr(sizeof(const OpPlan*)));
 }
 
-std::string recipe_of(const Entry& e) {
+std::string recipe_of(const OpPlan& plan, const Entry& e) {
   runtime::RecipeWriter w;
   exec::write_entry(w, e);
-  w.i64(static_cast<int64_t>(e.num_returns));
+  // The number of returns; a loaded entry takes it from its plan.
+  w.i64(static_cast<int64_t>(plan.variant == Variant::kFunctional ? e.outputs.size()
+                                                                  : plan.mutated_args.size()));
   // How the outputs group into Tensor[] returns: without it a warm process handed functional
   // _fused_adam & co. a flat tuple of tensors where a cold one returned lists.
   w.ints(std::vector<int64_t>(e.return_lists.begin(), e.return_lists.end()));
@@ -358,29 +326,18 @@ std::string recipe_of(const Entry& e) {
 
 // Null when there is no recipe or it does not fit this call (then the caller builds).
 std::shared_ptr<Entry> entry_from_recipe(const std::string& key, const CallState& state) {
-  runtime::Recipe recipe = runtime::load_recipe(key);
-  if (!recipe.program) return nullptr;
   auto e = std::make_shared<Entry>();
-  try {
-    runtime::RecipeReader r(recipe.metadata);
-    if (!exec::read_entry(r, *e, state.params.size(), 0)) return nullptr;
-    for (const OutputSink& o : e->outputs) {
-      if (o.to_cpu_input) return nullptr;
-    }
-    e->num_returns = static_cast<size_t>(r.i64());
+  const auto rest = [&](runtime::RecipeReader& r) {
+    r.i64();  // the number of returns
     size_t grouped = 0;
     for (int64_t n : r.ints()) {
-      if (n < -1 || n > static_cast<int64_t>(e->outputs.size())) return nullptr;
+      if (n < -1 || n > static_cast<int64_t>(e->outputs.size())) return false;
       e->return_lists.push_back(static_cast<int>(n));
       grouped += n < 0 ? 1 : static_cast<size_t>(n);
     }
-    if (!e->return_lists.empty() && grouped != e->outputs.size()) return nullptr;
-    if (!r.at_end()) return nullptr;
-  } catch (const std::runtime_error&) {
-    return nullptr;
-  }
-  e->program = std::move(recipe.program);
-  return e;
+    return e->return_lists.empty() || grouped == e->outputs.size();
+  };
+  return exec::load_entry(key, std::string(), *e, state.params.size(), 0, rest) ? e : nullptr;
 }
 
 // A signature missed the cache: validates the call, infers output types and builds the
@@ -507,7 +464,7 @@ std::shared_ptr<Entry> build_entry(const OpPlan& plan, const c10::OperatorHandle
     built->return_lists = list_returns(op, called_args, built->outputs.size());
   }
   std::string why = cache().signatures.explain_miss(plan.called_name, *sig);
-  std::string metadata = recipe.empty() ? std::string() : recipe_of(*built);
+  std::string metadata = recipe.empty() ? std::string() : recipe_of(plan, *built);
   if (plan.called_name == "torchtpu::stablehlo_call") {
     // A user's own module, which the plugin may well reject: they learn it at the call
     // (torchtpu.stablehlo_op words the error), not at a later read.

@@ -3,17 +3,13 @@
 #include <c10/util/Exception.h>
 
 #include <chrono>
-#include <stdexcept>
 
 #include "aten/call_state.h"
-#include "aten/executor.h"
 #include "aten/op_plan.h"
 #include "aten/signature_of.h"
 #include "config/config.h"
-#include "device/current_device.h"
 #include "exec/program.h"
 #include "exec/recipe.h"
-#include "lowering/checks.h"
 #include "runtime/compile.h"
 #include "runtime/metrics.h"
 
@@ -33,10 +29,6 @@ runtime::SignatureIndex& graph_signatures() {
 }
 
 std::string family_of(const std::string& name) { return name.substr(0, name.find('.')); }
-
-}  // namespace
-
-namespace {
 
 bool is_complex_arg(const GraphArg& a, const std::vector<GraphNode>& nodes,
                     const std::vector<at::Tensor>* inputs) {
@@ -68,6 +60,16 @@ void check_complex_support(const GraphNode& node, const std::vector<GraphNode>& 
   for (const auto& t : node.out_types) complex |= shlo::is_complex(t.dtype);
   for (const GraphArg& a : node.args) complex |= is_complex_arg(a, nodes, inputs);
   TORCH_CHECK_NOT_IMPLEMENTED(!complex, "torchtpu: ", node.name, " has no complex lowering");
+}
+
+// Whether a recorded entry's new tensors are among the graph's `num_returns` returns.
+bool fits_returns(const exec::ProgramEntry& e, size_t num_returns) {
+  for (const exec::OutputSink& o : e.outputs) {
+    if (!o.to_storage && !o.to_cpu_input && static_cast<size_t>(o.index) >= num_returns) {
+      return false;
+    }
+  }
+  return true;
 }
 
 }  // namespace
@@ -119,27 +121,6 @@ GraphStats GraphExecutable::stats() const {
   return stats_;
 }
 
-std::shared_ptr<GraphExecutable::Entry> GraphExecutable::from_recipe(
-    const std::string& key, const runtime::Signature& sig, const CallState& state,
-    const std::vector<at::Tensor>& inputs) const {
-  runtime::Recipe recipe = runtime::load_recipe(key, sig.describe());
-  if (!recipe.program) return nullptr;
-  auto e = std::make_shared<Entry>();
-  try {
-    runtime::RecipeReader r(recipe.metadata);
-    if (!exec::read_entry(r, *e, state.params.size(), inputs.size()) || !r.at_end()) return nullptr;
-  } catch (const std::runtime_error&) {
-    return nullptr;
-  }
-  for (const exec::OutputSink& o : e->outputs) {
-    if (!o.to_storage && !o.to_cpu_input && static_cast<size_t>(o.index) >= spec_.returns.size()) {
-      return nullptr;
-    }
-  }
-  e->program = std::move(recipe.program);
-  return e;
-}
-
 std::shared_ptr<GraphExecutable::Entry> GraphExecutable::build(
     CallState& state, const std::vector<at::Tensor>& inputs) {
   runtime::metrics().cache_misses++;
@@ -152,17 +133,11 @@ std::shared_ptr<GraphExecutable::Entry> GraphExecutable::build(
   auto sig = std::make_shared<runtime::Signature>(graph_signature(structure, name_, state, inputs));
   // Recorded by an earlier process (or another graph of this one with the same structure): the
   // executable by its signature, without lowering, printing or hashing the module.
-  std::string recipe;
-  if (!runtime::disk_cache_dir().empty()) {
-    std::string typed = "graph|" + structure;
-    typed.push_back('\0');
-    typed.push_back(lowering::device_checks_enabled() ? '1' : '0');
-    typed += state.key;
-    recipe = runtime::recipe_key(typed);
-  }
-  std::shared_ptr<Entry> entry =
-      recipe.empty() ? nullptr : from_recipe(recipe, *sig, state, inputs);
-  if (entry) {
+  const std::string recipe = exec::recipe_key("graph|" + structure, state.key);
+  auto entry = std::make_shared<Entry>();
+  if (!recipe.empty() &&
+      exec::load_entry(recipe, sig->describe(), *entry, state.params.size(), inputs.size()) &&
+      fits_returns(*entry, spec_.returns.size())) {
     graph_signatures().explain_miss(family_of(name_), *sig);  // a recompile all the same
     entry->signature = sig;
     graph_signatures().add(family_of(name_), sig);
@@ -206,25 +181,8 @@ std::vector<c10::IValue> GraphExecutable::run(const std::vector<at::Tensor>& inp
   std::shared_ptr<Entry> entry = cache_.get_or_build(
       state.key, [&] { return build(state, inputs); }, &hit);
   if (hit) runtime::metrics().cache_hits++;
-  int dev = state.device >= 0 ? state.device : device::current_device();
-  torch::jit::Stack no_stack;
-  std::vector<device::BufferPtr> outputs =
-      launch_program(*entry->program, entry->used_params, state, no_stack, entry->rng_numel, dev);
-  // Before any write lands: under TPU_LAUNCH_BLOCKING=1 a failed check raises here.
-  if (entry->checks) runtime::defer_checks(dev, std::move(outputs.back()), entry->checks);
-  std::vector<at::Tensor> fresh(spec_.returns.size());
-  for (size_t k = 0; k < entry->outputs.size(); ++k) {
-    const exec::OutputSink& o = entry->outputs[k];
-    if (o.to_storage) {
-      exec::write_back(o, std::move(outputs[k]), state);
-    } else if (o.to_cpu_input) {
-      // Waits for the program: the CPU tensor must hold its new value when run() returns.
-      at::Tensor cpu = inputs[static_cast<size_t>(o.index)];
-      cpu.copy_(exec::new_tensor(o, std::move(outputs[k]), dev));
-    } else {
-      fresh[static_cast<size_t>(o.index)] = exec::new_tensor(o, std::move(outputs[k]), dev);
-    }
-  }
+  c10::SmallVector<at::Tensor, 4> fresh =
+      exec::launch(*entry, state, torch::jit::Stack(), inputs, spec_.returns.size());
   std::vector<c10::IValue> results;
   for (const auto& [kind, index] : results_) {
     if (kind == 0) {

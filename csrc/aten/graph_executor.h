@@ -45,9 +45,6 @@ class GraphExecutable {
   using Entry = exec::ProgramEntry;
   // A signature missed the cache: its recipe from an earlier process, or lowered and compiled.
   std::shared_ptr<Entry> build(struct CallState& state, const std::vector<at::Tensor>& inputs);
-  std::shared_ptr<Entry> from_recipe(const std::string& key, const runtime::Signature& sig,
-                                     const struct CallState& state,
-                                     const std::vector<at::Tensor>& inputs) const;
 
   std::string name_;
   int num_inputs_;

@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "aten/executor.h"
+#include "device/current_device.h"
 #include "device/storage.h"
 #include "lowering/checks.h"
 #include "lowering/strided.h"
@@ -394,14 +395,34 @@ std::string build(const ProgramSpec& spec, CallState& state, ProgramEntry& e) {
   return Builder(state, e).build(spec);
 }
 
-void write_back(const OutputSink& o, device::BufferPtr buffer, aten::CallState& state) {
-  Param& p = state.params[static_cast<size_t>(o.index)];
-  static_cast<device::StorageHandle*>(p.storage->data_ptr().get_context())
-      ->set_buffer(std::move(buffer), o.dims, o.element_type);
-}
-
-at::Tensor new_tensor(const OutputSink& o, device::BufferPtr buffer, int device) {
-  return aten::wrap_buffer(std::move(buffer), o.dims, o.sizes, o.strides, o.dtype, device);
+c10::SmallVector<at::Tensor, 4> launch(const ProgramEntry& e, CallState& state,
+                                       const torch::jit::Stack& stack,
+                                       const std::vector<at::Tensor>& inputs, size_t num_returns) {
+  const int dev = state.device >= 0 ? state.device : device::current_device();
+  std::vector<device::BufferPtr> outputs =
+      aten::launch_program(*e.program, e.used_params, state, stack, e.rng_numel, dev);
+  // Before any write lands: under TPU_LAUNCH_BLOCKING=1 a failed check raises here.
+  if (e.checks) runtime::defer_checks(dev, std::move(outputs.back()), e.checks);
+  const auto new_tensor = [&](const OutputSink& o, device::BufferPtr buffer) {
+    return aten::wrap_buffer(std::move(buffer), o.dims, o.sizes, o.strides, o.dtype, dev);
+  };
+  c10::SmallVector<at::Tensor, 4> returns(num_returns);
+  for (size_t k = 0; k < e.outputs.size(); ++k) {
+    const OutputSink& o = e.outputs[k];
+    const auto index = static_cast<size_t>(o.index);
+    if (o.to_storage) {
+      static_cast<device::StorageHandle*>(state.params[index].storage->data_ptr().get_context())
+          ->set_buffer(std::move(outputs[k]), o.dims, o.element_type);
+    } else if (o.to_cpu_input) {
+      // Waits for the program: the CPU tensor must hold its new value when the graph returns.
+      at::Tensor cpu = inputs.at(index);
+      cpu.copy_(new_tensor(o, std::move(outputs[k])));
+    } else {
+      TORCH_INTERNAL_ASSERT(index < returns.size(), "torchtpu: a program returns too many tensors");
+      returns[index] = new_tensor(o, std::move(outputs[k]));
+    }
+  }
+  return returns;
 }
 
 }  // namespace torchtpu::exec

@@ -4,10 +4,11 @@
 // an eager op is a one-node spec. build() turns any spec into one module, and owns what both
 // need: program arguments, reading views, the default generator's streams, writes into storages
 // (donating old buffers where asked), the outputs' description and the device-side checks.
-// After a launch (aten::launch_program), write_back and new_tensor land the outputs.
+// launch() runs a built program and lands its outputs, for both.
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/util/SmallVector.h>
 
 #include <memory>
 #include <optional>
@@ -101,9 +102,12 @@ struct ProgramSpec {
 // Builds the spec's module over `state`'s slots: fills `e` but its program, returns the text.
 std::string build(const ProgramSpec& spec, aten::CallState& state, ProgramEntry& e);
 
-// After a launch: a storage output swaps its storage's buffer (every alias sees the write).
-void write_back(const OutputSink& o, device::BufferPtr buffer, aten::CallState& state);
-// After a launch: a new tensor output as a tpu tensor (with its memory format's strides).
-at::Tensor new_tensor(const OutputSink& o, device::BufferPtr buffer, int device);
+// Launches `e`'s program over `state`'s parameters (aten::launch_program; generators named on
+// `stack`) on the call's device, and lands its outputs: a storage output swaps its storage's
+// buffer (every alias sees the write), a written CPU input (graph input `index` of `inputs`)
+// receives its value, and the `num_returns` new tensors come back in order.
+c10::SmallVector<at::Tensor, 4> launch(const ProgramEntry& e, aten::CallState& state,
+                                       const torch::jit::Stack& stack,
+                                       const std::vector<at::Tensor>& inputs, size_t num_returns);
 
 }  // namespace torchtpu::exec

@@ -6,9 +6,19 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "lowering/checks.h"
 #include "runtime/disk_cache.h"
 
 namespace torchtpu::exec {
+
+std::string recipe_key(const std::string& what, std::string_view key) {
+  if (runtime::disk_cache_dir().empty()) return std::string();
+  std::string typed = what;
+  typed.push_back('\0');
+  typed.push_back(lowering::device_checks_enabled() ? '1' : '0');
+  typed.append(key);
+  return runtime::recipe_key(typed);
+}
 
 void write_entry(runtime::RecipeWriter& w, const ProgramEntry& e) {
   w.ints(std::vector<int64_t>(e.used_params.begin(), e.used_params.end()));
@@ -74,6 +84,22 @@ bool read_entry(runtime::RecipeReader& r, ProgramEntry& e, size_t num_params, si
     }
     e.checks = std::move(specs);
   }
+  return true;
+}
+
+bool load_entry(const std::string& key, const std::string& name, ProgramEntry& e, size_t num_params,
+                size_t num_inputs, const std::function<bool(runtime::RecipeReader&)>& rest) {
+  runtime::Recipe recipe = runtime::load_recipe(key, name);
+  if (!recipe.program) return false;
+  try {
+    runtime::RecipeReader r(recipe.metadata);
+    if (!read_entry(r, e, num_params, num_inputs) || (rest && !rest(r)) || !r.at_end()) {
+      return false;
+    }
+  } catch (const std::runtime_error&) {
+    return false;
+  }
+  e.program = std::move(recipe.program);
   return true;
 }
 
