@@ -105,14 +105,9 @@ bool load_entry(const std::string& key, const std::string& name, ProgramEntry& e
 
 namespace {
 
-class StructureWriter {
+// The recipe writer's encoding (a length before each string), with IValues and node arguments.
+class StructureWriter : public runtime::RecipeWriter {
  public:
-  void tag(char c) { out_.push_back(c); }
-  void i64(int64_t v) { out_.append(reinterpret_cast<const char*>(&v), sizeof(v)); }
-  void str(const std::string& s) {
-    i64(static_cast<int64_t>(s.size()));
-    out_ += s;
-  }
   void f64(double x) {
     int64_t bits;
     std::memcpy(&bits, &x, sizeof(bits));
@@ -167,10 +162,6 @@ class StructureWriter {
     i64(static_cast<int64_t>(a.items.size()));
     for (const NodeArg& item : a.items) arg(item);
   }
-  const std::string& bytes() const { return out_; }
-
- private:
-  std::string out_;
 };
 
 }  // namespace

@@ -97,6 +97,7 @@ void store_recipe(const std::string& key, const Program& program, const std::str
 // Recipe metadata: length-checked fields, so a damaged entry reads as a miss, never as garbage.
 class RecipeWriter {
  public:
+  void tag(char c) { out_.push_back(c); }  // one byte (exec::structure_hash's kinds)
   void i64(int64_t v);
   void str(const std::string& s);
   void ints(const std::vector<int64_t>& v);
