@@ -33,6 +33,13 @@ void put_ints(std::string& key, c10::IntArrayRef v) {
   key.append(reinterpret_cast<const char*>(v.data()), v.size() * 8);
 }
 
+// A double's bits: -0.0 and 0.0, or two NaNs, are different constants.
+void put_bits(std::string& key, double x) {
+  int64_t bits;
+  std::memcpy(&bits, &x, 8);
+  put(key, bits);
+}
+
 std::string device_str(int index) { return "tpu:" + std::to_string(index); }
 
 bool same_scalar(const c10::Scalar& a, const c10::Scalar& b) {
@@ -285,17 +292,12 @@ void Scanner::scan(const c10::FunctionSchema& schema, const torch::jit::Stack& s
     ArgDesc& d = s_.args[i];
     if (v.isTensor()) {
       tensor(v.toTensor(), d);
-    } else if (v.isTensorList()) {
-      d.kind = ArgDesc::Kind::kTensorList;
-      auto list = v.toTensorList();
-      put(s_.key, 'L');
-      put(s_.key, static_cast<int64_t>(list.size()));
-      d.items.resize(list.size());
-      for (size_t j = 0; j < list.size(); ++j) tensor(list.get(j), d.items[j]);
-    } else if (v.isList() && args[i].type()->str().find("Tensor") != std::string::npos) {
+    } else if (v.isTensorList() ||
+               (v.isList() && args[i].type()->str().find("Tensor") != std::string::npos)) {
+      // Tensor[] ('L') or Tensor?[] ('O', whose items may be None).
       d.kind = ArgDesc::Kind::kTensorList;
       auto list = v.toList();
-      put(s_.key, 'O');
+      put(s_.key, v.isTensorList() ? 'L' : 'O');
       put(s_.key, static_cast<int64_t>(list.size()));
       d.items.resize(list.size());
       for (size_t j = 0; j < list.size(); ++j) {
@@ -370,11 +372,8 @@ void Scanner::constant(const c10::IValue& v) {
     put(s_.key, 'i');
     put(s_.key, v.toInt());
   } else if (v.isDouble()) {
-    double x = v.toDouble();
-    int64_t bits;
-    std::memcpy(&bits, &x, 8);
     put(s_.key, 'f');
-    put(s_.key, bits);
+    put_bits(s_.key, v.toDouble());
   } else if (v.isBool()) {
     put(s_.key, v.toBool() ? 'T' : 'F');
   } else if (v.isIntList()) {
@@ -391,10 +390,7 @@ void Scanner::constant(const c10::IValue& v) {
     c10::Scalar s = v.toScalar();
     put(s_.key, 'S');
     put(s_.key, static_cast<int64_t>(s.type()));
-    double x = s.toDouble();
-    int64_t bits;
-    std::memcpy(&bits, &x, 8);
-    put(s_.key, bits);
+    put_bits(s_.key, s.toDouble());
   } else if (v.isList()) {
     auto list = v.toList();
     put(s_.key, '[');
@@ -501,13 +497,17 @@ std::vector<device::BufferPtr> launch_program(const runtime::Program& program,
   c10::SmallVector<device::BufferPtr, 8> keep;
   c10::SmallVector<const device::BufferPtr*, 8> bufs;
   keep.reserve(used_params.size());
+  // A generator's (seed, offset) for this launch, which moves it past the draws.
+  const auto generator_state = [&](std::optional<at::Generator> gen) {
+    auto [seed, offset] =
+        device::next_seed_offset(gen, static_cast<c10::DeviceIndex>(dev), rng_numel);
+    uint64_t seed_offset[2] = {seed, offset};
+    return upload(seed_offset, {2}, ElementType::kU64, dev);
+  };
   for (int index : used_params) {
     device::BufferPtr buf;
     if (index < 0) {
-      auto [seed, offset] =
-          device::next_seed_offset(std::nullopt, static_cast<c10::DeviceIndex>(dev), rng_numel);
-      uint64_t seed_offset[2] = {seed, offset};
-      keep.push_back(upload(seed_offset, {2}, ElementType::kU64, dev));
+      keep.push_back(generator_state(std::nullopt));
       bufs.push_back(&keep.back());
       continue;
     }
@@ -528,10 +528,7 @@ std::vector<device::BufferPtr> launch_program(const runtime::Program& program,
         const c10::IValue& g = stack[p.arg_index];
         std::optional<at::Generator> gen;
         if (g.isGenerator()) gen = g.toGenerator();
-        auto [seed, offset] =
-            device::next_seed_offset(gen, static_cast<c10::DeviceIndex>(dev), rng_numel);
-        uint64_t state2[2] = {seed, offset};
-        buf = upload(state2, {2}, ElementType::kU64, dev);
+        buf = generator_state(std::move(gen));
         break;
       }
     }

@@ -11,6 +11,7 @@
 
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <stdexcept>
 #include <string_view>
 #include <unordered_map>
@@ -38,8 +39,8 @@ using shlo::TensorType;
 // An eager op's program (exec/program.h) and how its returns map onto the op's schema.
 
 struct Entry : exec::ProgramEntry {
-  bool fallback = false;  // the lowering declined this signature: run on CPU
-  std::string fallback_reason;
+  // Set when the lowering declined this signature (why): it runs on CPU.
+  std::optional<std::string> fallback;
   // Functional ops that return Tensor[] (_fused_adam, _foreach_*): per schema return, the
   // number of the program's outputs that form its list, or -1 for a single tensor. Empty when
   // every return is a tensor, so the outputs are the returns.
@@ -429,8 +430,7 @@ std::shared_ptr<Entry> build_entry(const OpPlan& plan, const c10::OperatorHandle
   } catch (const c10::NotImplementedError& e) {
     // No meta kernel: we cannot know the output types, so the CPU runs it.
     auto fb = std::make_shared<Entry>();
-    fb->fallback = true;
-    fb->fallback_reason = std::string("no meta kernel: ") + e.what_without_backtrace();
+    fb->fallback = std::string("no meta kernel: ") + e.what_without_backtrace();
     return fb;
   }
 
@@ -450,8 +450,7 @@ std::shared_ptr<Entry> build_entry(const OpPlan& plan, const c10::OperatorHandle
     text = build_program(plan, state, *stack, first, out_types, layouts, *built);
   } catch (const c10::NotImplementedError& e) {
     auto fb = std::make_shared<Entry>();
-    fb->fallback = true;
-    fb->fallback_reason = e.what_without_backtrace();
+    fb->fallback = e.what_without_backtrace();
     return fb;
   } catch (const c10::Error& e) {
     TORCH_CHECK(false, "torchtpu: lowering ", plan.lowering_name, " failed for ", signature, ": ",
@@ -517,7 +516,7 @@ void run_with_plan(const OpPlan& plan, const c10::OperatorHandle& op, torch::jit
     }
     if (!entry) continue;  // out= arguments changed shape: so did the signature
     if (hit) runtime::metrics().cache_hits++;
-    if (entry->fallback) return cpu_fallback(op, stack, entry->fallback_reason);
+    if (entry->fallback) return cpu_fallback(op, stack, *entry->fallback);
     return launch(plan, *entry, state, stack, first);
   }
   TORCH_CHECK(false, "torchtpu: ", plan.called_name, ": out= arguments keep changing shape");
