@@ -31,7 +31,8 @@ def module_hashes(stderr: str) -> list[str]:
 
 
 def test_workload_compiles_the_recorded_programs(run_python, tmp_path):
-    code = f"import runpy, sys; sys.argv = ['w']; runpy.run_path({os.path.join(HERE, 'engine_workload.py')!r})"
+    workload = os.path.join(HERE, "engine_workload.py")
+    code = f"import runpy, sys; sys.argv = ['w']; runpy.run_path({workload!r})"
     r = run_python(code, timeout=600, TORCHTPU_DUMP_MLIR="1", TORCHTPU_CACHE="0",
                    TORCHTPU_CPU_DEVICE_COUNT="1", TORCHINDUCTOR_CACHE_DIR=str(tmp_path))
     got = module_hashes(r.stderr)
