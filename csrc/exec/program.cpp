@@ -79,14 +79,13 @@ class Builder {
         continue;
       }
       // A CPU input (a 0-d tensor such as an optimizer's step count): copied back after launch.
+      const TensorType type(lowering::to_element_type(p.cpu_tensor.scalar_type()),
+                            p.cpu_tensor.sizes().vec());
       OutputSink sink;
       sink.to_cpu_input = true;
       sink.index = index;
-      sink.dtype = p.cpu_tensor.scalar_type();
-      sink.element_type = lowering::to_element_type(sink.dtype);
-      sink.dims = p.cpu_tensor.sizes().vec();
-      sink.sizes = sink.dims;
-      add_output(lowering::coerce(b(), value, TensorType(sink.element_type, sink.dims)), sink);
+      sink.sizes = type.shape;
+      add_output(lowering::coerce(b(), value, type), sink);
     }
     add_written(spec.donate);
     // The lowerings' device-side checks, packed into one last output; its buffer goes to the
