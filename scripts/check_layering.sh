@@ -29,7 +29,7 @@ report "lowering/ registers dispatcher kernels (move them to csrc/aten/)" \
   "$(grep -nE '^\s*TORCH_LIBRARY(_IMPL|_FRAGMENT)?\(|#include <torch/library.h>' \
      csrc/lowering/*.cpp csrc/lowering/*.h || true)"
 report "pjrt/, stablehlo/ or util/ includes a torch header" \
-  "$(grep -nE '#include <(ATen|c10|torch)/' csrc/pjrt/* csrc/stablehlo/* csrc/util/* || true)"
+  "$(grep -nE '#include <(ATen|c10|torch)/' -r csrc/pjrt csrc/stablehlo csrc/util || true)"
 report "lowering/ emits a raw StableHLO op (add or use a typed FunctionBuilder method with an attribute struct)" \
   "$(grep -zoE '\bop(_multi)?\(\s*"stablehlo\.[a-z_]+"' csrc/lowering/*.cpp csrc/lowering/*.h |
      tr '\0' '\n' || true)"

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -39,6 +40,11 @@ class Plugin {
   // message when the file is missing, is not a PJRT plugin (no GetPjrtApi symbol), or its
   // API major version differs / its minor version is older than the header we built against.
   static std::shared_ptr<Plugin> load(const std::string& path);
+  // The checks of load() that need no plugin state: the file exists, dlopen succeeds, it
+  // exports GetPjrtApi and its API version fits. Neither PJRT_Plugin_Initialize nor any client
+  // call runs, so asking whether a device exists holds no device (a TPU's chips can be held by
+  // one process only). Returns the plugin's {major, minor} API version; throws what load() would.
+  static std::pair<int, int> probe(const std::string& path);
 
   const PJRT_Api* api() const { return api_; }
   const std::string& path() const { return path_; }
@@ -249,6 +255,25 @@ class Client {
   PJRT_Client* client_;
   std::vector<std::unique_ptr<Device>> devices_;
 };
+
+// The number of addressable devices a plugin reports, counted by a short-lived child process
+// (`helper`: the torchtpu/_device_probe executable, csrc/pjrt/tool/device_probe.cpp) that
+// loads the plugin, creates a client, prints the count and exits, so that this process never
+// creates a client and the devices are free again when this returns.
+struct ChildDeviceCount {
+  enum Outcome {
+    kCounted,       // count is the plugin's device count
+    kClientFailed,  // the plugin did not load or its client failed; error says why
+    kProbeFailed,   // the child could not run, crashed or timed out; error says why
+  };
+  Outcome outcome = kProbeFailed;
+  int count = 0;
+  std::string error;
+};
+// Kills the child and reports kProbeFailed after timeout_ms. Uses posix_spawn (no fork
+// handlers run, nothing of this process's state is reused by the child).
+ChildDeviceCount count_devices_in_child(const std::string& helper, const std::string& plugin_path,
+                                        int timeout_ms);
 
 // Serialized xla.CompileOptionsProto: one replica, one partition, portable (so one executable
 // can run on any addressable device via execute(..., device)). Hand-encoded protobuf wire

@@ -44,19 +44,9 @@ std::string cache_key(const std::string& path) {
   return resolved;
 }
 
-}  // namespace
-
-std::shared_ptr<Plugin> Plugin::load(const std::string& path) {
-  // Plugins stay loaded for the life of the process: PJRT plugins are not written to be
-  // unloaded, and re-initializing one is an error on some of them.
-  static std::mutex mutex;
-  static std::map<std::string, std::shared_ptr<Plugin>> cache;
-
-  std::lock_guard<std::mutex> lock(mutex);
-  const std::string key = cache_key(path);
-  auto it = cache.find(key);
-  if (it != cache.end()) return it->second;
-
+// dlopen + GetPjrtApi + version check, shared by load() and probe(). Throws Error with the
+// reason; on success the library stays loaded (see below).
+const PJRT_Api* open_api(const std::string& path, void** handle_out) {
   struct stat info;
   if (path.find('/') != std::string::npos && stat(path.c_str(), &info) != 0) {
     throw Error("PJRT plugin not found: " + path);
@@ -88,6 +78,40 @@ std::shared_ptr<Plugin> Plugin::load(const std::string& path) {
                 version_string(PJRT_API_MAJOR, PJRT_API_MINOR) +
                 " and needs the same major version and at least that minor version");
   }
+  *handle_out = handle;
+  return api;
+}
+
+std::mutex plugin_cache_mutex;
+// Plugins stay loaded for the life of the process: PJRT plugins are not written to be
+// unloaded, and re-initializing one is an error on some of them.
+std::map<std::string, std::shared_ptr<Plugin>>& plugin_cache() {
+  static std::map<std::string, std::shared_ptr<Plugin>> cache;
+  return cache;
+}
+
+}  // namespace
+
+std::pair<int, int> Plugin::probe(const std::string& path) {
+  std::lock_guard<std::mutex> lock(plugin_cache_mutex);
+  auto it = plugin_cache().find(cache_key(path));
+  if (it != plugin_cache().end()) return {it->second->api_major(), it->second->api_minor()};
+  // A later load() dlopens the same file again, which only raises the library's reference
+  // count, and initializes it then.
+  void* handle = nullptr;
+  const PJRT_Api* api = open_api(path, &handle);
+  return {api->pjrt_api_version.major_version, api->pjrt_api_version.minor_version};
+}
+
+std::shared_ptr<Plugin> Plugin::load(const std::string& path) {
+  std::lock_guard<std::mutex> lock(plugin_cache_mutex);
+  auto& cache = plugin_cache();
+  const std::string key = cache_key(path);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+
+  void* handle = nullptr;
+  const PJRT_Api* api = open_api(path, &handle);
 
   std::shared_ptr<Plugin> plugin(new Plugin());
   plugin->handle_ = handle;
