@@ -99,7 +99,9 @@ def _quiesce_autograd_device_threads() -> None:
     object rides along), returns only after the earlier graph tasks are gone. Only runs when the
     engine's tpu workers exist, so it never starts threads at exit."""
     try:
-        if not _C._other_threads_selected_a_device() or not is_available():
+        # is_initialized, not is_available: without a runtime there are no tpu workers, and
+        # asking could start a device-counting child process at exit.
+        if not _C._other_threads_selected_a_device() or not _C._is_initialized():
             return
         engine = torch.autograd.Variable._execution_engine
         for index in range(device_count()):

@@ -20,7 +20,8 @@ __all__ = [
 
 
 def is_available() -> bool:
-    """True when a PJRT plugin loaded and reports at least one device."""
+    """True when a PJRT plugin loads and has at least one device. Creates no PJRT client (which
+    would hold the devices) until the runtime starts: see runtime::device_count."""
     return _C._is_available()
 
 
@@ -49,6 +50,7 @@ def _lazy_init() -> None:
 
 
 def device_count() -> int:
+    """The number of tpu devices, without starting the runtime (like is_available)."""
     return _C._device_count()
 
 

@@ -81,8 +81,8 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     return new_stream(d);
   }
   c10::DeviceIndex deviceCount() const noexcept override {
-    return runtime::is_available() ? static_cast<c10::DeviceIndex>(runtime::get().device_count())
-                                   : 0;
+    // Without creating the runtime: asking must not hold the device (runtime::device_count).
+    return static_cast<c10::DeviceIndex>(runtime::device_count());
   }
   // An event is a runtime::Marker: every execution launched on its device before record().
   // Recording enqueues nothing (PJRT has no marker op); completion and its timestamp come from

@@ -41,8 +41,8 @@ struct TpuHooks final : public at::PrivateUse1HooksInterface {
     return runtime::is_initialized();
   }
   c10::DeviceIndex deviceCount() const override {
-    return runtime::is_available() ? static_cast<c10::DeviceIndex>(runtime::get().device_count())
-                                   : 0;
+    // Without creating the runtime: asking must not hold the device (runtime::device_count).
+    return static_cast<c10::DeviceIndex>(runtime::device_count());
   }
   void setCurrentDevice(c10::DeviceIndex device) const override { set_current_device(device); }
   c10::DeviceIndex getCurrentDevice() const override {

@@ -7,7 +7,5 @@ namespace torchtpu::runtime {
 
 // True in such a child (torch.tpu._is_in_bad_fork()).
 bool in_bad_fork();
-// Devices, without a plugin call: in a bad fork, the parent's count (as torch.cuda reports).
-int device_count();
 
 }  // namespace torchtpu::runtime

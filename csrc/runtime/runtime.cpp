@@ -1,7 +1,9 @@
 #include "runtime/runtime.h"
 
 #include <c10/util/Exception.h>
+#include <dlfcn.h>
 #include <pthread.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
@@ -42,25 +44,116 @@ const bool atfork_registered = [] {
   return pthread_atfork(nullptr, nullptr, forget_runtime_in_child) == 0;
 }();
 
+// Whether the configured plugin is the XLA CPU plugin, whose device count is a create option.
+bool is_cpu_plugin(const std::string& path) { return path.find("cpu") != std::string::npos; }
+
 std::map<std::string, pjrt::Attribute> client_options(const std::string& path) {
   std::map<std::string, pjrt::Attribute> options;
   // The XLA CPU plugin exposes one device unless asked for more. One is the default: each
   // extra device keeps its own busy threads, which made single-device work 1.2-1.4x slower with
   // 4 (benchmarks/cpu_device_count.py); multi-device code and tests ask for more with
   // TORCHTPU_CPU_DEVICE_COUNT (the Python tests' conftest asks for 4).
-  if (path.find("cpu") != std::string::npos) {
+  if (is_cpu_plugin(path)) {
     // Throws std::invalid_argument naming the variable for a bad count ("abc", "-1").
     options["cpu_device_count"] = config::positive_int("TORCHTPU_CPU_DEVICE_COUNT", 1, 4096);
   }
   return options;
 }
 
+// Set when creating the runtime failed: the device is then unavailable for good, whatever a
+// probe said.
+std::atomic<bool> init_failed{false};
+
+// Answers to "is there a device, how many" before the runtime exists, found without creating a
+// PJRT client: creating one holds the devices (libtpu lets one process hold a host's chips;
+// XLA:GPU preallocates most GPU memory), and the processes that only ask (a launcher, an
+// engine's parent, a Ray driver) must leave them to the processes they start. Computed once.
+std::mutex probe_mutex;
+bool probed = false;
+int probed_count = 0;  // -1: no answer without a client (the probe could not run)
+
+// torchtpu/_device_probe, installed next to this extension.
+std::string probe_helper_path() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&probe_helper_path), &info) == 0 ||
+      info.dli_fname == nullptr) {
+    return "";
+  }
+  std::string path = info.dli_fname;
+  const size_t slash = path.rfind('/');
+  path = (slash == std::string::npos ? std::string(".") : path.substr(0, slash)) + "/_device_probe";
+  return access(path.c_str(), X_OK) == 0 ? path : "";
+}
+
+// How long a child may take to create a client and count: libtpu's start takes seconds, up to
+// tens on a large host. Past this the child is killed and the count comes from a client here.
+constexpr int kProbeTimeoutMs = 120 * 1000;
+
+int probe_device_count() {
+  std::string path;
+  {
+    std::lock_guard<std::mutex> g(init_mutex);
+    path = configured_path;
+  }
+  if (path.empty()) return 0;  // no plugin found: get() raises the reason on use
+  try {
+    // dlopen + GetPjrtApi + version check; no plugin initialization, no client.
+    pjrt::Plugin::probe(path);
+  } catch (const std::exception&) {
+    return 0;  // get() raises the same error on use
+  }
+  if (is_cpu_plugin(path)) {
+    // The XLA CPU plugin makes exactly the devices it is asked for, so the configured count is
+    // the answer; a bad value makes the device unavailable, as creating the client would.
+    try {
+      return static_cast<int>(config::positive_int("TORCHTPU_CPU_DEVICE_COUNT", 1, 4096));
+    } catch (const std::exception&) {
+      return 0;
+    }
+  }
+  // Other plugins learn their devices only from a client (the PJRT C API has no client-free
+  // device query), so a short-lived child process creates one, counts and exits; it sees this
+  // process's environment (TPU_VISIBLE_CHIPS, CUDA_VISIBLE_DEVICES, ...) and so the same
+  // devices. A child that cannot run, crashes or hangs gives no answer: the count then comes
+  // from a client here, as before, rather than a wrong "no device".
+  const std::string helper = probe_helper_path();
+  if (helper.empty()) return -1;
+  const pjrt::ChildDeviceCount counted =
+      pjrt::count_devices_in_child(helper, path, kProbeTimeoutMs);
+  switch (counted.outcome) {
+    case pjrt::ChildDeviceCount::kCounted:
+      return counted.count;
+    case pjrt::ChildDeviceCount::kClientFailed:
+      // The plugin cannot make a client in this environment: unavailable. Not cached as an
+      // init failure: get() tries again on use and raises the plugin's own error.
+      return 0;
+    case pjrt::ChildDeviceCount::kProbeFailed:
+      break;
+  }
+  return -1;
+}
+
+// The device count known without creating a client, or -1 when there is none.
+int count_without_client() {
+  std::lock_guard<std::mutex> g(probe_mutex);
+  if (!probed) {
+    probed_count = probe_device_count();
+    probed = true;
+  }
+  return probed_count;
+}
+
 }  // namespace
 
 void configure(const std::string& plugin_path, const std::string& error) {
-  std::lock_guard<std::mutex> g(init_mutex);
-  configured_path = plugin_path;
-  configured_error = error;
+  {
+    std::lock_guard<std::mutex> g(init_mutex);
+    configured_path = plugin_path;
+    configured_error = error;
+  }
+  // A new plugin path invalidates a count probed for the old one.
+  std::lock_guard<std::mutex> g(probe_mutex);
+  probed = false;
 }
 
 const pjrt::Device& Runtime::device(int index) const {
@@ -93,18 +186,12 @@ Runtime& get() {
         failure = e.what();
       }
     }
+    init_failed.store(true);
   }
   TORCH_CHECK(false, "torchtpu: the tpu device is unavailable: ", failure);
 }
 
-bool is_available() {
-  if (bad_fork.load()) return forked_device_count > 0;
-  try {
-    return get().device_count() > 0;
-  } catch (const std::exception&) {
-    return false;
-  }
-}
+bool is_available() { return device_count() > 0; }
 
 std::string init_error() {
   std::lock_guard<std::mutex> g(init_mutex);
@@ -117,7 +204,16 @@ bool in_bad_fork() { return bad_fork.load(); }
 
 int device_count() {
   if (bad_fork.load()) return forked_device_count;
-  return is_available() ? get().device_count() : 0;
+  // Once the runtime exists (or failed to start), it answers.
+  if (Runtime* rt = instance.load(std::memory_order_acquire)) return rt->device_count();
+  if (init_failed.load()) return 0;
+  const int count = count_without_client();
+  if (count >= 0) return count;
+  try {
+    return get().device_count();
+  } catch (const std::exception&) {
+    return 0;
+  }
 }
 
 bool launch_blocking() {

@@ -33,7 +33,12 @@ class Runtime {
 void configure(const std::string& plugin_path, const std::string& error);
 // The runtime, initializing it on first call; throws a c10::Error saying why when unavailable.
 Runtime& get();
+// Whether a device exists and how many, without creating the runtime (no PJRT client, so no
+// device is held) until get() has: the XLA CPU plugin's count is TORCHTPU_CPU_DEVICE_COUNT,
+// other plugins' is counted once by a child process (torchtpu/_device_probe). Never throw; 0
+// when unavailable. In a bad fork, the parent's count.
 bool is_available();
+int device_count();
 // Why the runtime is unavailable ("" if available or not yet tried).
 std::string init_error();
 bool is_initialized();

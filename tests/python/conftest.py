@@ -40,6 +40,8 @@ def torchtpu_module():
     import torchtpu
 
     assert torch.tpu.is_available(), "the tpu device is unavailable: " + torchtpu._C._init_error()
+    # Asking starts nothing (test_device_probe.py); the tests expect a started runtime.
+    torch.tpu.init()
     yield torchtpu
     torch.tpu.synchronize()
 

@@ -36,7 +36,7 @@ print("PARENT", (torch.ones(2, device="tpu") + 1).cpu().tolist(), torch.tpu._is_
 
 def test_child_of_an_initialized_parent_raises(run_python):
     r = run_python(
-        _CHILD_USES_TPU.format(parent_setup="torch.tpu.is_available()"), timeout=120)
+        _CHILD_USES_TPU.format(parent_setup="torch.tpu.init()"), timeout=120)
     results = r.stdout.split("RESULTS ")[1].splitlines()[0]
     assert "('bad_fork', True)" in results
     assert "('available', True, 4)" in results
