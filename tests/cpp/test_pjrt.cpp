@@ -134,6 +134,20 @@ TEST(PjrtPlugin, MissingFileIsNotFound) {
   }
 }
 
+TEST_F(PjrtTest, ProbeReportsTheLoadedPluginsVersion) {
+  EXPECT_EQ(Plugin::probe(plugin_path_),
+            std::make_pair(plugin_->api_major(), plugin_->api_minor()));
+}
+
+TEST(PjrtPlugin, ProbeRaisesWhatLoadRaises) {
+  try {
+    Plugin::probe("/nonexistent/libnothing_pjrt.so");
+    FAIL() << "expected Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not found"), std::string::npos) << e.what();
+  }
+}
+
 TEST(PjrtPlugin, LibraryWithoutGetPjrtApiIsRejected) {
   // Locate libm through the loader so the test does not hard-code a distribution's layout.
   void* libm = dlopen("libm.so.6", RTLD_NOW | RTLD_LOCAL);
