@@ -1,7 +1,9 @@
 """vLLM with tensor_parallel_size=2 on two tpu devices: vLLM's multiprocess executor starts one
 worker per device (tpu:0, tpu:1), the workers' process groups run on torchtpu's c10d backend
 ("tpu", the platform's dist_backend), and the sharded model's greedy tokens must be the CPU
-model's argmax given the same prefix (teacher forcing), as for one device.
+model's argmax given the same prefix (teacher forcing), as for one device. Only the workers may
+open the device: the front-end and EngineCore processes that merely ask about it must not (on a
+TPU host the first process to open the chips holds them).
 
 The engine runs in a child process: the two XLA:CPU devices (TORCHTPU_CPU_DEVICE_COUNT=2) must
 be chosen before the runtime starts, and this session's other tests hold a one-device engine.
@@ -35,14 +37,33 @@ CHILD = textwrap.dedent(
     """
 )
 
+# Loaded by every Python process of the run (PYTHONPATH): at exit, says whether it opened tpu.
+EXIT_REPORT = textwrap.dedent(
+    """
+    import atexit, multiprocessing, sys
+
+    def _report():
+        torch = sys.modules.get("torch")
+        if torch is not None and hasattr(torch, "tpu"):
+            name = multiprocessing.current_process().name
+            print(f"OPENED {name} {torch.tpu.is_initialized()}", flush=True)
+
+    atexit.register(_report)
+    """
+)
+
 
 def test_two_device_tensor_parallel_matches_cpu_teacher_forced(model_dir, cpu_model, tmp_path):
     prompts = prompts_of([4, 11, 23], seed=5)
     script = tmp_path / "tp2.py"
     script.write_text(CHILD)
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(EXIT_REPORT)
     here = os.path.dirname(os.path.abspath(__file__))
+    path = [str(site), here, os.environ.get("PYTHONPATH")]
     env = dict(os.environ, TORCHTPU_CPU_DEVICE_COUNT="2",
-               PYTHONPATH=os.pathsep.join(filter(None, [here, os.environ.get("PYTHONPATH")])))
+               PYTHONPATH=os.pathsep.join(filter(None, path)))
     proc = subprocess.run([sys.executable, str(script), model_dir, json.dumps(prompts)], env=env,
                           capture_output=True, text=True, timeout=600)
     log = proc.stdout + proc.stderr
@@ -56,3 +77,6 @@ def test_two_device_tensor_parallel_matches_cpu_teacher_forced(model_dir, cpu_mo
         exact += check_teacher_forced(cpu_model, prompt, generated)
         total += len(generated)
     assert exact >= total - 1, f"only {exact}/{total} tokens were the exact CPU argmax"
+    opened = dict(ln.split()[1:] for ln in log.splitlines() if ln.startswith("OPENED "))
+    assert opened.get("MainProcess") == "False", opened
+    assert opened.get("EngineCore") == "False", opened

@@ -56,7 +56,13 @@ def kv_cache_budget_bytes(memory: tuple[int, int] | None, utilization: float) ->
 def device_memory_info(index: int) -> tuple[int, int] | None:
     """(free, total) bytes from torch.tpu.mem_get_info, or None where it says nothing about a
     separate device memory: on the XLA CPU plugin "device memory" is the host's RAM, shared with
-    everything else, so a configured budget (or DEFAULT_KV_CACHE_BYTES) sizes the cache."""
+    everything else, so a configured budget (or DEFAULT_KV_CACHE_BYTES) sizes the cache.
+
+    Also None in a process that has not opened the device (vLLM's front-end process asks while it
+    builds the engine config): opening it there would hold a TPU host's chips, which the engine's
+    workers need."""
+    if not torch.tpu.is_initialized():
+        return None
     if torchtpu._C._platform() == "cpu":
         return None
     fn = getattr(torch.tpu, "mem_get_info", None)
@@ -117,6 +123,10 @@ class TpuPlatform(Platform):
 
     @classmethod
     def get_device_name(cls, device_id: int = 0) -> str:
+        # The front-end process asks too (engine-config defaults); it must not open the device
+        # (see device_memory_info), so it answers with the device type only.
+        if not torch.tpu.is_initialized():
+            return "tpu"
         return torch.tpu.get_device_name(device_id)
 
     @classmethod
