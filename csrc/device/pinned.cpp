@@ -23,7 +23,10 @@ constexpr size_t kAlign = 4096;
 struct Registry {
   std::mutex mutex;
   std::map<uintptr_t, size_t> blocks;  // start -> size
-  at::HostStats stats;                 // guarded by mutex
+  // Guarded by mutex. With no cache, every allocated block is active, so these two stand for
+  // HostStats' active and allocated counters alike (get_stats copies them into both).
+  c10::CachingAllocator::Stat blocks_stat, bytes_stat;
+  int64_t num_host_alloc = 0, num_host_free = 0;
 };
 
 Registry& registry() {
@@ -38,11 +41,9 @@ void free_pinned(void* p) {
     std::lock_guard<std::mutex> g(r.mutex);
     auto it = r.blocks.find(reinterpret_cast<uintptr_t>(p));
     if (it != r.blocks.end()) {
-      r.stats.active_requests.decrease(1);
-      r.stats.active_bytes.decrease(it->second);
-      r.stats.allocations.decrease(1);
-      r.stats.allocated_bytes.decrease(it->second);
-      r.stats.num_host_free++;
+      r.blocks_stat.decrease(1);
+      r.bytes_stat.decrease(it->second);
+      r.num_host_free++;
       r.blocks.erase(it);
     }
   }
@@ -60,11 +61,9 @@ struct PinnedAllocator final : public at::HostAllocator {
       Registry& r = registry();
       std::lock_guard<std::mutex> g(r.mutex);
       r.blocks[reinterpret_cast<uintptr_t>(p)] = n;
-      r.stats.active_requests.increase(1);
-      r.stats.active_bytes.increase(n);
-      r.stats.allocations.increase(1);
-      r.stats.allocated_bytes.increase(n);
-      r.stats.num_host_alloc++;
+      r.blocks_stat.increase(1);
+      r.bytes_stat.increase(n);
+      r.num_host_alloc++;
     }
     return {p, p, &free_pinned, c10::Device(c10::DeviceType::CPU)};
   }
@@ -78,26 +77,28 @@ struct PinnedAllocator final : public at::HostAllocator {
   // No cache: a block goes back to the system when its last tensor dies.
   void empty_cache() override {}
   at::HostStats get_stats() override {
-    std::lock_guard<std::mutex> g(registry().mutex);
-    return registry().stats;
+    Registry& r = registry();
+    std::lock_guard<std::mutex> g(r.mutex);
+    at::HostStats stats;
+    stats.active_requests = stats.allocations = r.blocks_stat;
+    stats.active_bytes = stats.allocated_bytes = r.bytes_stat;
+    stats.num_host_alloc = r.num_host_alloc;
+    stats.num_host_free = r.num_host_free;
+    return stats;
   }
   void reset_accumulated_stats() override {
     Registry& r = registry();
     std::lock_guard<std::mutex> g(r.mutex);
-    for (auto* s : {&r.stats.active_requests, &r.stats.active_bytes, &r.stats.allocations,
-                    &r.stats.allocated_bytes}) {
-      s->reset_accumulated();
-    }
-    r.stats.num_host_alloc = 0;
-    r.stats.num_host_free = 0;
+    r.blocks_stat.reset_accumulated();
+    r.bytes_stat.reset_accumulated();
+    r.num_host_alloc = 0;
+    r.num_host_free = 0;
   }
   void reset_peak_stats() override {
     Registry& r = registry();
     std::lock_guard<std::mutex> g(r.mutex);
-    for (auto* s : {&r.stats.active_requests, &r.stats.active_bytes, &r.stats.allocations,
-                    &r.stats.allocated_bytes}) {
-      s->reset_peak();
-    }
+    r.blocks_stat.reset_peak();
+    r.bytes_stat.reset_peak();
   }
 };
 
