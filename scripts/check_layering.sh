@@ -11,7 +11,10 @@
 #   - lowering/ emits StableHLO through FunctionBuilder's typed methods, never a raw
 #     op("stablehlo.…") / op_multi("stablehlo.…") with hand-written attribute text;
 #   - no lowering helper is defined in two files (scripts/check_lowering_helpers.py);
-#   - pjrt/, stablehlo/ and util/ include no torch headers (they build and test without torch).
+#   - pjrt/, stablehlo/ and util/ include no torch headers (they build and test without torch);
+#   - the engine (exec/, runtime/, device/) includes nothing from aten/, distributed/, profiler/
+#     or python/: registrations call the engine, never the reverse (its include folder enforces
+#     it too: CMake target torchtpu_engine).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fail=0
@@ -30,6 +33,10 @@ report "lowering/ registers dispatcher kernels (move them to csrc/aten/)" \
      csrc/lowering/*.cpp csrc/lowering/*.h || true)"
 report "pjrt/, stablehlo/ or util/ includes a torch header" \
   "$(grep -nE '#include <(ATen|c10|torch)/' -r csrc/pjrt csrc/stablehlo csrc/util || true)"
+report "the engine (exec/, runtime/, device/) includes a header of a layer above it (aten/, distributed/, profiler/, python/)" \
+  "$(grep -nE '^\s*#\s*include\s*"([./]*/)?(aten|distributed|profiler|python)/' \
+     csrc/exec/*.cpp csrc/exec/*.h csrc/runtime/*.cpp csrc/runtime/*.h csrc/device/*.cpp \
+     csrc/device/*.h || true)"
 report "lowering/ emits a raw StableHLO op (add or use a typed FunctionBuilder method with an attribute struct)" \
   "$(grep -zoE '\bop(_multi)?\(\s*"stablehlo\.[a-z_]+"' csrc/lowering/*.cpp csrc/lowering/*.h |
      tr '\0' '\n' || true)"

@@ -10,7 +10,8 @@
 #include <c10/core/ScalarType.h>
 #include <torch/library.h>
 
-#include "aten/executor.h"
+#include "aten/boxed_kernel.h"
+#include "exec/executor.h"
 
 namespace torchtpu::aten {
 namespace {

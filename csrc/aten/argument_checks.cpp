@@ -9,7 +9,8 @@
 
 #include <optional>
 
-#include "aten/executor.h"
+#include "aten/boxed_kernel.h"
+#include "exec/executor.h"
 #include "lowering/scalar_fits.h"
 
 namespace torchtpu::aten {
@@ -140,7 +141,7 @@ void distribution_checked(const c10::OperatorHandle& op, torch::jit::Stack* stac
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  // Every op whose distribution parameters travel at run time (aten/call_state.h's
+  // Every op whose distribution parameters travel at run time (exec/call_state.h's
   // is_runtime_number): the program cannot check a value it only receives.
   for (const char* name :
        {"normal_", "normal.Tensor_float", "normal.Tensor_float_out", "uniform_", "bernoulli_.float",

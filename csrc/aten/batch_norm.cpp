@@ -8,8 +8,9 @@
 #include <optional>
 #include <vector>
 
-#include "aten/executor.h"
+#include "aten/boxed_kernel.h"
 #include "aten/out_via_functional.h"
+#include "exec/executor.h"
 
 namespace torchtpu::aten {
 namespace {

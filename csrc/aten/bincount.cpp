@@ -10,7 +10,8 @@
 
 #include <limits>
 
-#include "aten/executor.h"
+#include "aten/boxed_kernel.h"
+#include "exec/executor.h"
 
 namespace torchtpu::aten {
 namespace {

@@ -1,5 +1,7 @@
 // copy_ between host and tpu (and across tpu devices), .item(), and the tiny internal ops the
 // runtime itself launches.
+#include "aten/copy.h"
+
 #include <ATen/MemoryOverlap.h>
 #include <ATen/ops/_conj.h>
 #include <ATen/ops/_neg_view.h>
@@ -10,8 +12,9 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
-#include "aten/executor.h"
-#include "aten/host_transfer.h"
+#include "aten/boxed_kernel.h"
+#include "exec/executor.h"
+#include "exec/host_transfer.h"
 #include "lowering/lowering.h"
 #include "lowering/strided.h"
 #include "runtime/metrics.h"
@@ -41,11 +44,12 @@ void device_copy(const at::Tensor& self, const at::Tensor& src, bool non_blockin
 }
 
 at::Tensor to_device(const at::Tensor& src, int device) {
-  device::BufferPtr buf = contiguous_buffer(src);
+  device::BufferPtr buf = exec::contiguous_buffer(src);
   try {
     auto moved = buf->copy_to_device(runtime::get().device(device));
     runtime::metrics().d2d_transfers++;
-    return wrap_buffer(device::BufferPtr(std::move(moved)), src.sizes(), src.scalar_type(), device);
+    return exec::wrap_buffer(device::BufferPtr(std::move(moved)), src.sizes(), src.scalar_type(),
+                             device);
   } catch (const pjrt::Error& e) {
     TORCH_CHECK(false, "torchtpu: copy between tpu devices failed: ", e.what());
   }
@@ -97,18 +101,18 @@ at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
     int dev = self.device().index();
     std::vector<int64_t> dims = device::buffer_dims(self.sizes());
     device::BufferPtr buf =
-        upload(host.data_ptr(), dims, lowering::to_element_type(self.scalar_type()), dev);
+        exec::upload(host.data_ptr(), dims, lowering::to_element_type(self.scalar_type()), dev);
     if (covers_storage(self)) {
       device::handle_of(self)->set_buffer(std::move(buf), std::move(dims),
                                           lowering::to_element_type(self.scalar_type()));
     } else {
-      device_copy(self, wrap_buffer(std::move(buf), self.sizes(), self.scalar_type(), dev),
+      device_copy(self, exec::wrap_buffer(std::move(buf), self.sizes(), self.scalar_type(), dev),
                   non_blocking);
     }
   } else {
     TORCH_CHECK(src.is_privateuseone(), "torchtpu: unexpected copy from ", src.device(), " to ",
                 self.device());
-    self.copy_(to_cpu(src));
+    self.copy_(exec::to_cpu(src));
   }
   return self;
 }
@@ -124,7 +128,9 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
   return copy_from(self, dst, false);
 }
 
-c10::Scalar local_scalar_dense(const at::Tensor& self) { return to_cpu(resolve_bits(self)).item(); }
+c10::Scalar local_scalar_dense(const at::Tensor& self) {
+  return exec::to_cpu(resolve_bits(self)).item();
+}
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("copy_", copy_);
@@ -180,12 +186,13 @@ void copy_from_lent_host(const at::Tensor& self, const at::Tensor& host) {
   if (self.numel() == 0) return;
   at::assert_no_internal_overlap(self);
   int dev = self.device().index();
-  device::BufferPtr buf = upload_lent(host, dev);
+  device::BufferPtr buf = exec::upload_lent(host, dev);
   if (covers_storage(self)) {
     device::handle_of(self)->set_buffer(std::move(buf), device::buffer_dims(self.sizes()),
                                         lowering::to_element_type(self.scalar_type()));
   } else {
-    device_copy(self, wrap_buffer(std::move(buf), self.sizes(), self.scalar_type(), dev), false);
+    device_copy(self, exec::wrap_buffer(std::move(buf), self.sizes(), self.scalar_type(), dev),
+                false);
   }
 }
 

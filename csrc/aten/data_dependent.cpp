@@ -15,7 +15,8 @@
 
 #include <tuple>
 
-#include "aten/executor.h"
+#include "aten/boxed_kernel.h"
+#include "exec/executor.h"
 
 namespace torchtpu::aten {
 namespace {

@@ -9,7 +9,8 @@
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
-#include "aten/executor.h"
+#include "aten/boxed_kernel.h"
+#include "exec/executor.h"
 
 namespace torchtpu::aten {
 namespace {

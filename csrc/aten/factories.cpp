@@ -10,9 +10,10 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
-#include "aten/executor.h"
+#include "aten/boxed_kernel.h"
 #include "device/current_device.h"
 #include "device/storage.h"
+#include "exec/executor.h"
 #include "lowering/lowering.h"
 
 namespace torchtpu::aten {

@@ -6,9 +6,9 @@
 
 #include <optional>
 
-#include "aten/call_state.h"
 #include "device/current_device.h"
 #include "device/generator.h"
+#include "exec/call_state.h"
 
 namespace torchtpu::aten {
 namespace {
@@ -65,7 +65,7 @@ void use_cpu_generators(const c10::OperatorHandle& op, torch::jit::Stack* stack)
   const auto& args = schema.arguments();
   const size_t first = stack->size() - args.size();
   for (size_t i = 0; i < args.size(); ++i) {
-    if (!is_generator_type(args[i].type())) continue;
+    if (!exec::is_generator_type(args[i].type())) continue;
     c10::IValue& v = (*stack)[first + i];
     std::optional<at::Generator> gen;
     if (v.isGenerator()) {

@@ -13,7 +13,8 @@
 #include <tuple>
 #include <vector>
 
-#include "aten/executor.h"
+#include "aten/boxed_kernel.h"
+#include "exec/executor.h"
 
 namespace torchtpu::aten {
 namespace {

@@ -9,7 +9,8 @@
 #include <optional>
 #include <string>
 
-#include "aten/executor.h"
+#include "aten/boxed_kernel.h"
+#include "exec/executor.h"
 
 namespace torchtpu::aten {
 namespace {

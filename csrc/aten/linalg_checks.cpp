@@ -2,7 +2,8 @@
 #include <ATen/ops/_linalg_check_errors.h>
 #include <torch/library.h>
 
-#include "aten/executor.h"
+#include "aten/boxed_kernel.h"
+#include "exec/executor.h"
 
 namespace torchtpu::aten {
 namespace {

@@ -7,7 +7,8 @@
 #include <optional>
 #include <vector>
 
-#include "aten/executor.h"
+#include "aten/boxed_kernel.h"
+#include "exec/executor.h"
 
 namespace torchtpu::aten {
 namespace {

@@ -4,7 +4,8 @@
 
 #include <mutex>
 
-#include "aten/executor.h"
+#include "aten/boxed_kernel.h"
+#include "exec/executor.h"
 
 namespace torchtpu::aten {
 namespace {
@@ -41,7 +42,7 @@ void register_lowered_kernels() {
           !is_backward) {
         continue;
       }
-      if (!plan_for(*op).lowering) continue;
+      if (!exec::plan_for(*op).lowering) continue;
       std::string n = name.name.substr(6);
       if (!name.overload_name.empty()) n += "." + name.overload_name;
       lib->impl(n.c_str(), torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());

@@ -7,7 +7,8 @@
 #include <ATen/ops/empty.h>
 #include <torch/library.h>
 
-#include "aten/executor.h"
+#include "aten/boxed_kernel.h"
+#include "exec/executor.h"
 #include "lowering/lowering.h"
 
 namespace torchtpu::aten {

@@ -14,8 +14,8 @@
 
 #include <cstring>
 
-#include "aten/host_transfer.h"
 #include "device/storage.h"
+#include "exec/host_transfer.h"
 #include "lowering/lowering.h"
 #include "lowering/strided.h"
 
@@ -36,7 +36,7 @@ void resize_storage_bytes(const c10::Storage& storage, size_t new_bytes) {
     int64_t new_n = static_cast<int64_t>(new_bytes) / itemsize;
     std::vector<uint8_t> grown(static_cast<size_t>(new_n * itemsize), 0);
     std::memcpy(grown.data(), host.data(), std::min(grown.size(), host.size()));
-    handle->set_buffer(upload(grown.data(), {new_n}, dtype, handle->device_index()), {new_n},
+    handle->set_buffer(exec::upload(grown.data(), {new_n}, dtype, handle->device_index()), {new_n},
                        dtype);
   }
   storage.unsafeGetStorageImpl()->set_nbytes(new_bytes);

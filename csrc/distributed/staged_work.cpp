@@ -6,7 +6,8 @@
 
 #include <chrono>
 
-#include "aten/host_transfer.h"
+#include "aten/copy.h"
+#include "exec/host_transfer.h"
 
 namespace torchtpu::distributed {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <chrono>
 
-#include "aten/host_transfer.h"
+#include "exec/host_transfer.h"
 
 namespace torchtpu::distributed {
 namespace {
@@ -59,7 +59,7 @@ class TpuBackend::Staging {
   at::Tensor input(const at::Tensor& t) {
     auto start = std::chrono::steady_clock::now();
     at::Tensor h = pool_.empty(t.sizes(), t.scalar_type());
-    aten::to_cpu_into(t, h);
+    exec::to_cpu_into(t, h);
     stats_.to_host_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(
                              std::chrono::steady_clock::now() - start)
                              .count();
@@ -426,7 +426,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::barrier(const c10d::BarrierOptions& o
   // Like NCCL's barrier, a barrier also waits for this rank's device work (a rank timing a step
   // or writing a checkpoint after a barrier expects its own work done), and for the copies back
   // of earlier collectives.
-  aten::synchronize(-1);
+  exec::synchronize(-1);
   completions_.drain();
   return track(host_->barrier(opts));
 }

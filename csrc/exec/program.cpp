@@ -6,9 +6,9 @@
 #include <map>
 #include <unordered_map>
 
-#include "aten/executor.h"
 #include "device/current_device.h"
 #include "device/storage.h"
+#include "exec/executor.h"
 #include "lowering/checks.h"
 #include "lowering/strided.h"
 #include "runtime/device_checks.h"
@@ -18,9 +18,6 @@
 
 namespace torchtpu::exec {
 
-using aten::ArgDesc;
-using aten::CallState;
-using aten::Param;
 using lowering::LArg;
 using shlo::ElementType;
 using shlo::TensorType;
@@ -198,7 +195,7 @@ class Builder {
     LArg la;
     la.ivalue = a.constant;
     const c10::TypePtr& type = schema_arg.type();
-    if (aten::is_generator_type(type)) {
+    if (is_generator_type(type)) {
       la.kind = LArg::Kind::kGenerator;
       la.value = rng(streams);
     } else if (a.kind == NodeArg::Kind::kInput || a.kind == NodeArg::Kind::kNode) {
@@ -213,14 +210,14 @@ class Builder {
     } else if (a.kind == NodeArg::Kind::kScalarInput) {
       la.kind = LArg::Kind::kScalar;
       la.value = b().convert(read(slot(a.index)),
-                             aten::scalar_element_type(a.constant.toScalar(), state_.any_f64));
+                             scalar_element_type(a.constant.toScalar(), state_.any_f64));
     } else if (a.kind == NodeArg::Kind::kConst && a.constant.isScalar() &&
-               (aten::is_scalar_type(type) || type->kind() == c10::TypeKind::TensorType ||
+               (is_scalar_type(type) || type->kind() == c10::TypeKind::TensorType ||
                 type->str() == "Tensor?")) {
       // Dynamo specialized this Python number into the graph: a constant of its type.
       la.kind = LArg::Kind::kScalar;
       la.value = constant(a.constant.toScalar(),
-                          aten::scalar_element_type(a.constant.toScalar(), state_.any_f64));
+                          scalar_element_type(a.constant.toScalar(), state_.any_f64));
     } else {
       la.kind = a.kind == NodeArg::Kind::kConst ? LArg::Kind::kConst : LArg::Kind::kNone;
     }
@@ -399,11 +396,11 @@ c10::SmallVector<at::Tensor, 4> launch(const ProgramEntry& e, CallState& state,
                                        const std::vector<at::Tensor>& inputs, size_t num_returns) {
   const int dev = state.device >= 0 ? state.device : device::current_device();
   std::vector<device::BufferPtr> outputs =
-      aten::launch_program(*e.program, e.used_params, state, stack, e.rng_numel, dev);
+      launch_program(*e.program, e.used_params, state, stack, e.rng_numel, dev);
   // Before any write lands: under TPU_LAUNCH_BLOCKING=1 a failed check raises here.
   if (e.checks) runtime::defer_checks(dev, std::move(outputs.back()), e.checks);
   const auto new_tensor = [&](const OutputSink& o, device::BufferPtr buffer) {
-    return aten::wrap_buffer(std::move(buffer), o.dims, o.sizes, o.strides, o.dtype, dev);
+    return wrap_buffer(std::move(buffer), o.dims, o.sizes, o.strides, o.dtype, dev);
   };
   c10::SmallVector<at::Tensor, 4> returns(num_returns);
   for (size_t k = 0; k < e.outputs.size(); ++k) {

@@ -1,5 +1,5 @@
-// The one program engine's build and landing side. Eager ops (aten/executor.cpp) and compiled
-// graphs (aten/graph_executor.cpp) describe what to compute as a ProgramSpec over the slots of a
+// The one program engine's build and landing side. Eager ops (exec/executor.cpp) and compiled
+// graphs (exec/graph_executor.cpp) describe what to compute as a ProgramSpec over the slots of a
 // CallState (storage views with runtime offsets, runtime scalars, CPU 0-d tensors, generators):
 // an eager op is a one-node spec. build() turns any spec into one module, and owns what both
 // need: program arguments, reading views, the default generator's streams, writes into storages
@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "aten/call_state.h"
+#include "exec/call_state.h"
 #include "lowering/lowering.h"
 #include "runtime/compile.h"
 #include "runtime/device_checks.h"
@@ -94,19 +94,19 @@ struct ProgramSpec {
   std::vector<NodeArg> returns;
   std::vector<Layout> layouts;
   // Results written into slots' views: an eager in-place or out= op's mutated arguments.
-  std::vector<std::pair<const aten::ArgDesc*, NodeArg>> writes;
+  std::vector<std::pair<const ArgDesc*, NodeArg>> writes;
   bool rng_streams = false;  // each random node draws its own stream of the launch's state
   bool donate = false;       // written storages donate their old buffers
 };
 
 // Builds the spec's module over `state`'s slots: fills `e` but its program, returns the text.
-std::string build(const ProgramSpec& spec, aten::CallState& state, ProgramEntry& e);
+std::string build(const ProgramSpec& spec, CallState& state, ProgramEntry& e);
 
-// Launches `e`'s program over `state`'s parameters (aten::launch_program; generators named on
+// Launches `e`'s program over `state`'s parameters (launch_program; generators named on
 // `stack`) on the call's device, and lands its outputs: a storage output swaps its storage's
 // buffer (every alias sees the write), a written CPU input (graph input `index` of `inputs`)
 // receives its value, and the `num_returns` new tensors come back in order.
-c10::SmallVector<at::Tensor, 4> launch(const ProgramEntry& e, aten::CallState& state,
+c10::SmallVector<at::Tensor, 4> launch(const ProgramEntry& e, CallState& state,
                                        const torch::jit::Stack& stack,
                                        const std::vector<at::Tensor>& inputs, size_t num_returns);
 

@@ -1,7 +1,7 @@
 // Recipes of the one engine (runtime/compile.h): what a built program's launch needs besides its
 // executable (argument order, where outputs land, device checks, how far it draws the
 // generators), recorded on disk under its typed signature so a later process skips lowering.
-// Eager ops (aten/executor.cpp) add their returns' grouping; compiled graphs key theirs by the
+// Eager ops (exec/executor.cpp) add their returns' grouping; compiled graphs key theirs by the
 // graph's structure, hashed here.
 #pragma once
 

@@ -1,6 +1,6 @@
 // Number arguments that travel at run time. Eager calls pass the values a workload varies
 // from call to call (random ops' bounds, dropout's p, roll's shifts, the fused optimizers' lr:
-// aten/call_state.h's is_runtime_number) as program arguments, so a new value never
+// exec/call_state.h's is_runtime_number) as program arguments, so a new value never
 // recompiles; compiled graphs pass the same arguments as literals. A lowering of such an
 // argument reads it through these helpers, never through int_arg/double_arg, which would bake
 // the first call's value into the program.

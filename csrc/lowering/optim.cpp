@@ -12,7 +12,7 @@ namespace {
 using shlo::CompareDirection;
 
 // A 0-d operand in `acc` from a Tensor argument or a runtime float (eager `lr`: see
-// aten/call_state.h's is_runtime_number), or a float attribute (a compiled graph's constant).
+// exec/call_state.h's is_runtime_number), or a float attribute (a compiled graph's constant).
 Value scalar_of(LoweringContext& ctx, size_t i, ElementType acc) {
   const LArg& a = ctx.arg(i);
   if (a.kind == LArg::Kind::kScalar) return ctx.b.convert(a.value, acc);

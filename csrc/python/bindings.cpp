@@ -3,13 +3,14 @@
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/utils/pybind.h>
 
-#include "aten/executor.h"
-#include "aten/host_transfer.h"
-#include "aten/warmup.h"
+#include "aten/boxed_kernel.h"
 #include "config/config.h"
 #include "device/current_device.h"
 #include "device/generator.h"
 #include "device/storage.h"
+#include "exec/executor.h"
+#include "exec/host_transfer.h"
+#include "exec/warmup.h"
 #include "lowering/lowering.h"
 #include "profiler/profiler.h"
 #include "runtime/compile.h"
@@ -78,7 +79,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_current_device", &device::current_device);
   m.def("_set_device", &device::set_current_device);
   m.def("_other_threads_selected_a_device", &device::other_threads_selected_a_device);
-  m.def("_synchronize", &aten::synchronize, py::arg("device") = -1,
+  m.def("_synchronize", &exec::synchronize, py::arg("device") = -1,
         py::call_guard<py::gil_scoped_release>());
   m.def("_lowered_ops", &lowering::lowered_op_names);
   m.def("_duplicate_lowerings", &lowering::duplicate_lowerings);
@@ -95,17 +96,17 @@ PYBIND11_MODULE(_C, m) {
     }
     return out;
   });
-  m.def("_program_cache_size", &aten::program_cache_size);
+  m.def("_program_cache_size", &exec::program_cache_size);
   // torchtpu.save_signatures / torchtpu.warmup (torchtpu/_warmup.py).
   m.def("_recorded_signatures", [] {
     py::list out;
-    for (const std::string& r : aten::recorded_signatures()) out.append(py::bytes(r));
+    for (const std::string& r : exec::recorded_signatures()) out.append(py::bytes(r));
     return out;
   });
   m.def("_replay_signature", [](const py::bytes& record) {
     std::string r = record;
     py::gil_scoped_release no_gil;
-    aten::replay_signature(r);
+    exec::replay_signature(r);
   });
   m.def("_cache_dir", &runtime::disk_cache_dir);
   // (name, default, doc) of every declared environment variable: the README's table and

@@ -4,14 +4,14 @@
 #include <torch/csrc/jit/python/pybind_utils.h>
 #include <torch/csrc/utils/pybind.h>
 
-#include "aten/graph_executor.h"
+#include "exec/graph_executor.h"
 
 namespace py = pybind11;
 
 namespace torchtpu::python {
 namespace {
 
-using aten::GraphArg;
+using exec::GraphArg;
 
 c10::TypePtr element_type_of(const c10::TypePtr& type) {
   c10::TypePtr t = type;
@@ -73,17 +73,17 @@ GraphArg to_graph_arg(py::handle obj, const c10::TypePtr& type) {
 }  // namespace
 
 void bind_graph(py::module& m) {
-  py::class_<aten::GraphExecutable, std::shared_ptr<aten::GraphExecutable>>(m, "GraphExecutable")
+  py::class_<exec::GraphExecutable, std::shared_ptr<exec::GraphExecutable>>(m, "GraphExecutable")
       .def(py::init<std::string, int>())
       .def("add_node",
-           [](aten::GraphExecutable& g, const std::string& op, const std::string& overload,
+           [](exec::GraphExecutable& g, const std::string& op, const std::string& overload,
               py::list args, py::list out_types) {
              auto handle = c10::Dispatcher::singleton().findOp({op, overload});
              TORCH_CHECK(handle.has_value(), "torchtpu: unknown operator ", op, ".", overload);
              const auto& sargs = handle->schema().arguments();
              TORCH_CHECK(args.size() == sargs.size(), "torchtpu: ", op, " expects ", sargs.size(),
                          " arguments, got ", args.size());
-             std::vector<GraphArg> converted;
+             std::vector<exec::GraphArg> converted;
              for (size_t i = 0; i < sargs.size(); ++i) {
                converted.push_back(to_graph_arg(args[i], sargs[i].type()));
              }
@@ -98,13 +98,13 @@ void bind_graph(py::module& m) {
              return g.add_node(op, overload, std::move(converted), std::move(types));
            })
       .def("set_outputs",
-           [](aten::GraphExecutable& g, py::list outs) {
-             std::vector<GraphArg> converted;
+           [](exec::GraphExecutable& g, py::list outs) {
+             std::vector<exec::GraphArg> converted;
              for (py::handle o : outs) converted.push_back(to_graph_arg(o, c10::TensorType::get()));
              g.set_outputs(std::move(converted));
            })
       .def("run",
-           [](aten::GraphExecutable& g, const std::vector<at::Tensor>& inputs) {
+           [](exec::GraphExecutable& g, const std::vector<at::Tensor>& inputs) {
              std::vector<c10::IValue> results;
              {
                py::gil_scoped_release no_gil;
@@ -120,8 +120,8 @@ void bind_graph(py::module& m) {
              }
              return out;
            })
-      .def("stats", [](const aten::GraphExecutable& g) {
-        aten::GraphStats s = g.stats();
+      .def("stats", [](const exec::GraphExecutable& g) {
+        exec::GraphStats s = g.stats();
         py::dict d;
         d["compiles"] = s.compiles;
         d["compile_seconds"] = s.compile_seconds;

@@ -1,6 +1,6 @@
 // A program's typed signature: what an eager op or a compiled graph was compiled for (the op or
 // the graph's structure, one typed entry per argument, the platform), never a value. The program
-// caches look programs up by a cheap byte key (aten/call_state.h's Scanner); a Signature is
+// caches look programs up by a cheap byte key (exec/call_state.h's Scanner); a Signature is
 // materialized only on a miss, to say why the call missed: the nearest *cached* signature of the
 // same op and what differs from it, in TORCHTPU_LOG_COMPILES=1 lines and in the recompile
 // reasons (torchtpu.recompile_reasons()).

@@ -1,7 +1,7 @@
 """The programs a mixed workload compiles are the ones recorded in engine_programs.sha256.
 
 Disk cache entries are keyed by a program's text, so a refactor of the engine (csrc/exec/,
-aten/executor.cpp, aten/graph_executor.cpp, aten/call_state.cpp) that changes any module it emits
+exec/executor.cpp, exec/graph_executor.cpp, exec/call_state.cpp) that changes any module it emits
 silently invalidates every user's cache. engine_workload.py covers eager ops of every variant,
 views with runtime offsets, CPU scalars, generators, complex, compiled graphs and optimizer
 steps; this test runs it under TORCHTPU_DUMP_MLIR=1 and compares the SHA-256 of every module it

@@ -1,19 +1,19 @@
-#include "aten/graph_executor.h"
+#include "exec/graph_executor.h"
 
 #include <c10/util/Exception.h>
 
 #include <chrono>
 
-#include "aten/call_state.h"
-#include "aten/op_plan.h"
-#include "aten/signature_of.h"
 #include "config/config.h"
+#include "exec/call_state.h"
+#include "exec/op_plan.h"
 #include "exec/program.h"
 #include "exec/recipe.h"
+#include "exec/signature_of.h"
 #include "runtime/compile.h"
 #include "runtime/metrics.h"
 
-namespace torchtpu::aten {
+namespace torchtpu::exec {
 namespace {
 
 bool donation_enabled() {
@@ -200,4 +200,4 @@ std::vector<c10::IValue> GraphExecutable::run(const std::vector<at::Tensor>& inp
   return results;
 }
 
-}  // namespace torchtpu::aten
+}  // namespace torchtpu::exec

@@ -1,8 +1,7 @@
-#include "aten/executor.h"
+#include "exec/executor.h"
 
 #include <ATen/EmptyTensor.h>
 #include <ATen/MemoryOverlap.h>
-#include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
 #include <c10/core/DispatchKeySet.h>
 #include <c10/util/Exception.h>
@@ -16,21 +15,20 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "aten/call_state.h"
-#include "aten/fallback_rng.h"
-#include "aten/host_transfer.h"
-#include "aten/signature_of.h"
-#include "aten/warmup.h"
 #include "config/config.h"
+#include "exec/call_state.h"
+#include "exec/host_transfer.h"
 #include "exec/program.h"
 #include "exec/recipe.h"
+#include "exec/signature_of.h"
+#include "exec/warmup.h"
 #include "runtime/compile.h"
 #include "runtime/metrics.h"
 #include "runtime/program_cache.h"
 #include "runtime/runtime.h"
 #include "runtime/trace.h"
 
-namespace torchtpu::aten {
+namespace torchtpu::exec {
 namespace {
 
 using shlo::TensorType;
@@ -56,9 +54,6 @@ Cache& cache() {
   static Cache* c = new Cache();
   return *c;
 }
-
-// Read at every fallback (not cached): a test or a session may switch it at run time.
-bool fallback_allowed() { return config::flag("TORCHTPU_CPU_FALLBACK", true); }
 
 // ---------------------------------------------------------------------------------------------
 // Meta inference: PyTorch's own meta kernels give output shapes and dtypes and raise PyTorch's
@@ -240,22 +235,6 @@ void launch(const OpPlan& plan, const Entry& entry, CallState& state, torch::jit
     for (int k = 0; k < n; ++k) list.push_back(std::move(returns[next++]));
     stack->emplace_back(std::move(list));
   }
-}
-
-void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack,
-                  const std::string& reason) {
-  std::string name = full_name(op.schema().operator_name());
-  TORCH_CHECK_NOT_IMPLEMENTED(fallback_allowed(), "torchtpu: ", name,
-                              " is not supported natively on tpu (", reason,
-                              ") and TORCHTPU_CPU_FALLBACK=0 forbids running it on the CPU");
-  if (runtime::record_fallback(name)) {
-    TORCH_WARN("torchtpu: ", name, " runs through the CPU fallback (", reason,
-               "): its inputs travel to the host and back. Shown once per op; "
-               "torchtpu.metrics()['cpu_fallbacks_by_op'] counts every call.");
-  }
-  use_cpu_generators(op, stack);
-  runtime::trace::Scope traced(runtime::trace::Kind::kFallback, "tpu::cpu_fallback", -1, 0, name);
-  at::native::cpu_fallback(op, stack);
 }
 
 // Resizes out= arguments the way the op's meta kernel does; true if anything changed.
@@ -481,7 +460,10 @@ std::shared_ptr<Entry> build_entry(const OpPlan& plan, const c10::OperatorHandle
   return built;
 }
 
-void run_with_plan(const OpPlan& plan, const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+}  // namespace
+
+std::optional<std::string> run_native(const OpPlan& plan, const c10::OperatorHandle& op,
+                                      torch::jit::Stack* stack) {
   const auto& schema = op.schema();
   const size_t nargs = schema.arguments().size();
   const size_t first = stack->size() - nargs;
@@ -516,89 +498,24 @@ void run_with_plan(const OpPlan& plan, const c10::OperatorHandle& op, torch::jit
     }
     if (!entry) continue;  // out= arguments changed shape: so did the signature
     if (hit) runtime::metrics().cache_hits++;
-    if (entry->fallback) return cpu_fallback(op, stack, *entry->fallback);
-    return launch(plan, *entry, state, stack, first);
+    if (entry->fallback) return entry->fallback;
+    launch(plan, *entry, state, stack, first);
+    return std::nullopt;
   }
   TORCH_CHECK(false, "torchtpu: ", plan.called_name, ": out= arguments keep changing shape");
 }
 
-}  // namespace
-
-void run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  run_with_plan(plan_for(op), op, stack);
-}
-
-void run_lowered_by_name(const char* name, const char* overload, torch::jit::Stack* stack) {
+const c10::OperatorHandle& op_handle(const char* name, const char* overload) {
   static std::mutex m;
+  // Node-based: a handle's address stays valid while later lookups insert.
   static std::unordered_map<std::string, c10::OperatorHandle> handles;
   std::string key = std::string(name) + "." + overload;
-  std::optional<c10::OperatorHandle> op;
-  {
-    std::lock_guard<std::mutex> g(m);
-    auto it = handles.find(key);
-    if (it == handles.end()) {
-      auto h = c10::Dispatcher::singleton().findSchemaOrThrow(name, overload);
-      it = handles.emplace(key, h).first;
-    }
-    op = it->second;
+  std::lock_guard<std::mutex> g(m);
+  auto it = handles.find(key);
+  if (it == handles.end()) {
+    it = handles.emplace(key, c10::Dispatcher::singleton().findSchemaOrThrow(name, overload)).first;
   }
-  TORCH_INTERNAL_ASSERT(plan_for(*op).lowering, "torchtpu: ", key, " has no lowering");
-  run_lowered(*op, stack);
+  return it->second;
 }
 
-// Tensors that reach a kernel with the conjugate or negative bit (ops PyTorch lets through those
-// keys, e.g. clone) are read by their logical values; mutated arguments are left as they are.
-void resolve_math_bits(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  const auto& args = op.schema().arguments();
-  const size_t start = stack->size() - args.size();
-  for (size_t i = 0; i < args.size(); ++i) {
-    c10::IValue& v = (*stack)[start + i];
-    if (!v.isTensor()) continue;
-    const at::Tensor& t = v.toTensor();
-    if (!t.defined() || !(t.is_conj() || t.is_neg()) || !t.is_privateuseone()) continue;
-    if (args[i].alias_info() && args[i].alias_info()->isWrite()) continue;
-    v = resolve_bits(t);
-  }
-}
-
-bool has_complex_operand(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
-  const auto& args = op.schema().arguments();
-  const size_t start = stack.size() - args.size();
-  for (size_t i = 0; i < args.size(); ++i) {
-    const c10::IValue& v = stack[start + i];
-    if (v.isTensor()) {
-      if (v.toTensor().defined() && v.toTensor().is_complex()) return true;
-    } else if (v.isTensorList()) {
-      for (const at::Tensor& t : v.toTensorList().vec()) {
-        if (t.defined() && t.is_complex()) return true;
-      }
-    } else if (v.isComplexDouble()) {
-      return true;
-    } else if (v.isInt() && args[i].name() == "dtype") {
-      if (c10::isComplexType(static_cast<c10::ScalarType>(v.toInt()))) return true;
-    }
-  }
-  return false;
-}
-
-void tpu_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  resolve_math_bits(op, stack);
-  const OpPlan& plan = plan_for(op);
-  if (!plan.lowering) return cpu_fallback(op, stack, "no lowering");
-  // A complex operand of a lowering not declared kComplex (lowering/lowering.h) would lose its
-  // imaginary part: the CPU runs it.
-  if (!plan.descriptor->complex() && has_complex_operand(op, *stack)) {
-    // torchtpu:: helpers (unique_count, ...) have no CPU kernel to fall back to.
-    TORCH_CHECK_NOT_IMPLEMENTED(op.schema().name().rfind("torchtpu::", 0) != 0,
-                                "torchtpu: ", op.schema().name(),
-                                " does not support complex tensors on tpu");
-    return cpu_fallback(op, stack, "no complex lowering");
-  }
-  try {
-    run_with_plan(plan, op, stack);
-  } catch (const std::bad_alloc&) {
-    TORCH_CHECK_WITH(OutOfMemoryError, false, "torchtpu: out of memory running ", plan.called_name);
-  }
-}
-
-}  // namespace torchtpu::aten
+}  // namespace torchtpu::exec

@@ -14,7 +14,7 @@
 #include "lowering/lowering.h"
 #include "runtime/program_cache.h"
 
-namespace torchtpu::aten {
+namespace torchtpu::exec {
 
 // A graph's nodes and arguments are the engine's (exec/program.h): kInput is graph input
 // `index`, whose slot is CallState.args[index].
@@ -57,4 +57,4 @@ class GraphExecutable {
   GraphStats stats_;
 };
 
-}  // namespace torchtpu::aten
+}  // namespace torchtpu::exec

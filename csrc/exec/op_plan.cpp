@@ -1,4 +1,4 @@
-#include "aten/op_plan.h"
+#include "exec/op_plan.h"
 
 #include <algorithm>
 #include <array>
@@ -7,7 +7,7 @@
 #include <mutex>
 #include <unordered_map>
 
-namespace torchtpu::aten {
+namespace torchtpu::exec {
 namespace {
 
 bool is_write(const c10::Argument& a) { return a.alias_info() && a.alias_info()->isWrite(); }
@@ -174,4 +174,4 @@ const OpPlan& plan_for(const c10::OperatorHandle& op) {
   return *slot.plan;
 }
 
-}  // namespace torchtpu::aten
+}  // namespace torchtpu::exec

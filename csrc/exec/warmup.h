@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-namespace torchtpu::aten {
+namespace torchtpu::exec {
 
 // Records the call of `op` on stack[first ...] (once per signature key; bounded). Calls with an
 // argument kind replay cannot rebuild are left out.
@@ -28,4 +28,4 @@ std::vector<std::string> recorded_signatures();
 // malformed or names an unknown op, or when the op raises.
 void replay_signature(const std::string& record);
 
-}  // namespace torchtpu::aten
+}  // namespace torchtpu::exec

@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "aten/call_state.h"
+#include "exec/call_state.h"
 #include "runtime/signature.h"
 
-namespace torchtpu::aten {
+namespace torchtpu::exec {
 
 // `state` scanned from stack[first ...] (with or without views).
 runtime::Signature eager_signature(const std::string& op, const c10::FunctionSchema& schema,
@@ -22,4 +22,4 @@ runtime::Signature eager_signature(const std::string& op, const c10::FunctionSch
 runtime::Signature graph_signature(const std::string& structure, const std::string& name,
                                    const CallState& state, const std::vector<at::Tensor>& inputs);
 
-}  // namespace torchtpu::aten
+}  // namespace torchtpu::exec

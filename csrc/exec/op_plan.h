@@ -11,7 +11,7 @@
 
 #include "lowering/lowering.h"
 
-namespace torchtpu::aten {
+namespace torchtpu::exec {
 
 enum class Variant { kFunctional, kInplace, kOut };
 
@@ -37,4 +37,4 @@ struct OpPlan {
 const OpPlan& plan_for(const c10::OperatorHandle& op);
 std::string full_name(const c10::OperatorName& name);
 
-}  // namespace torchtpu::aten
+}  // namespace torchtpu::exec

@@ -14,7 +14,7 @@
 #include "runtime/compile.h"
 #include "stablehlo/types.h"
 
-namespace torchtpu::aten {
+namespace torchtpu::exec {
 
 struct Param {
   enum class Kind { kStorage, kScalar, kCpuTensor, kGenerator } kind;
@@ -120,4 +120,4 @@ std::vector<device::BufferPtr> launch_program(const runtime::Program& program,
                                               const torch::jit::Stack& stack, uint64_t rng_numel,
                                               int dev);
 
-}  // namespace torchtpu::aten
+}  // namespace torchtpu::exec

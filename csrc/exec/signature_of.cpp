@@ -1,4 +1,4 @@
-#include "aten/signature_of.h"
+#include "exec/signature_of.h"
 
 #include <c10/core/DefaultDtype.h>
 
@@ -7,7 +7,7 @@
 #include "lowering/lowering.h"
 #include "runtime/runtime.h"
 
-namespace torchtpu::aten {
+namespace torchtpu::exec {
 namespace {
 
 using runtime::SigEntry;
@@ -119,4 +119,4 @@ runtime::Signature graph_signature(const std::string& structure, const std::stri
   return sig;
 }
 
-}  // namespace torchtpu::aten
+}  // namespace torchtpu::exec

@@ -8,7 +8,7 @@
 #include "device/storage.h"
 #include "stablehlo/types.h"
 
-namespace torchtpu::aten {
+namespace torchtpu::exec {
 
 // Copies `data` (dense row-major) into a new device buffer during the call.
 device::BufferPtr upload(const void* data, const std::vector<int64_t>& dims,
@@ -18,8 +18,6 @@ device::BufferPtr upload(const void* data, const std::vector<int64_t>& dims,
 // copy) or be filled after the call; `host` is kept alive until the plugin is done with it. The
 // caller must not write into `host` afterwards.
 device::BufferPtr upload_lent(const at::Tensor& host, int device);
-// self.copy_(host) through upload_lent (host: contiguous, self's sizes and dtype).
-void copy_from_lent_host(const at::Tensor& self, const at::Tensor& host);
 // A device buffer holding `t`'s elements in row-major order, with dims
 // device::buffer_dims(t.sizes()), without a program when the storage already is exactly that.
 device::BufferPtr contiguous_buffer(const at::Tensor& t);
@@ -27,10 +25,7 @@ device::BufferPtr contiguous_buffer(const at::Tensor& t);
 at::Tensor to_cpu(const at::Tensor& t);
 // The same into `out` (a contiguous CPU tensor of t's sizes and dtype), e.g. reused memory.
 void to_cpu_into(const at::Tensor& t, const at::Tensor& out);
-// The logical values of a tpu tensor with the conjugate and/or negative bit (lazy conj() and
-// neg views) as a plain tensor: the bits are cleared on an alias and applied by a program.
-at::Tensor resolve_bits(const at::Tensor& t);
 // Waits until all work launched on `device` so far is done.
 void synchronize(int device);
 
-}  // namespace torchtpu::aten
+}  // namespace torchtpu::exec

@@ -1,9 +1,9 @@
-#include "aten/host_transfer.h"
+#include "exec/host_transfer.h"
 
 #include <ATen/ops/empty.h>
 #include <c10/util/Exception.h>
 
-#include "aten/executor.h"
+#include "exec/executor.h"
 #include "lowering/lowering.h"
 #include "lowering/strided.h"
 #include "runtime/device_checks.h"
@@ -13,7 +13,7 @@
 #include "runtime/runtime.h"
 #include "runtime/trace.h"
 
-namespace torchtpu::aten {
+namespace torchtpu::exec {
 namespace {
 
 [[noreturn]] void rethrow(const pjrt::Error& e, const char* what) {
@@ -128,7 +128,10 @@ device::BufferPtr contiguous_buffer(const at::Tensor& t) {
   }
   // One small program gathers the view (and materializes never-written storages as zeros).
   torch::jit::Stack stack{c10::IValue(t)};
-  run_lowered_by_name("torchtpu::contiguous_copy", "", &stack);
+  const c10::OperatorHandle& op = op_handle("torchtpu::contiguous_copy", "");
+  // Its lowering takes every layout and dtype: it never declines to the CPU fallback.
+  auto declined = run_native(plan_for(op), op, &stack);
+  TORCH_INTERNAL_ASSERT(!declined, "torchtpu::contiguous_copy declined: ", *declined);
   at::Tensor c = stack.back().toTensor();
   return device::handle_of(c)->buffer();
 }
@@ -178,4 +181,4 @@ void synchronize(int device) {
   runtime::raise_failed_checks(device);
 }
 
-}  // namespace torchtpu::aten
+}  // namespace torchtpu::exec

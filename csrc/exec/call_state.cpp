@@ -1,4 +1,4 @@
-#include "aten/call_state.h"
+#include "exec/call_state.h"
 
 #include <c10/core/DefaultDtype.h>
 #include <c10/util/Exception.h>
@@ -11,16 +11,16 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "aten/host_transfer.h"
 #include "device/current_device.h"
 #include "device/generator.h"
+#include "exec/host_transfer.h"
 #include "lowering/lowering.h"
 #include "runtime/inflight.h"
 #include "runtime/launch_queue.h"
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
 
-namespace torchtpu::aten {
+namespace torchtpu::exec {
 
 using shlo::ElementType;
 
@@ -558,4 +558,4 @@ std::vector<device::BufferPtr> launch_program(const runtime::Program& program,
   return std::move(result.outputs);
 }
 
-}  // namespace torchtpu::aten
+}  // namespace torchtpu::exec
