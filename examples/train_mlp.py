@@ -23,6 +23,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--max-diff", type=float, default=None,
+                        help="exit with an error if a step's loss differs from the CPU's by more")
     args = parser.parse_args()
 
     torch.manual_seed(0)
@@ -40,6 +42,7 @@ def main() -> None:
     print(f"device: {torch.tpu.get_device_name()} ({torch.tpu.device_count()} devices)")
     torchtpu.reset_metrics()
     step_times = []
+    worst = 0.0
     for step in range(args.steps):
         x, y = data[step % len(data)]
         start = time.perf_counter()
@@ -54,8 +57,10 @@ def main() -> None:
         loss_cpu = loss_fn(cpu_model(x), y)
         loss_cpu.backward()
         opt_cpu.step()
+        diff = abs(loss_value - loss_cpu.item())
+        worst = max(worst, diff)
         print(f"step {step:3d}  loss tpu {loss_value:.6f}  cpu {loss_cpu.item():.6f}  "
-              f"|diff| {abs(loss_value - loss_cpu.item()):.2e}")
+              f"|diff| {diff:.2e}")
 
     m = torchtpu.metrics()
     steady = statistics.median(step_times[2:]) if len(step_times) > 2 else step_times[-1]
@@ -63,6 +68,8 @@ def main() -> None:
     print(f"first step: {step_times[0] * 1e3:.1f} ms   steady-state step (median): "
           f"{steady * 1e3:.2f} ms")
     print(f"CPU fallbacks: {m['cpu_fallbacks']} {m['cpu_fallbacks_by_op'] or ''}")
+    if args.max_diff is not None and worst > args.max_diff:
+        raise SystemExit(f"a step's loss differs from the CPU's by {worst:.2e} > {args.max_diff}")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# The developers' build (packaging builds wheels through pyproject.toml: scikit-build-core).
 # Configures (once) and builds the C++ parts into build/, the extension into torchtpu/_C*.so.
 # Concurrent callers queue on a lock, since two ninjas in one build folder corrupt it.
 set -euo pipefail
@@ -14,5 +15,10 @@ if [ ! -f "$build/build.ninja" ]; then
   # CMakeLists.txt finds torch through $py (without importing it).
   cmake -S "$root" -B "$build" -G Ninja -DPJRT_INCLUDE_DIR="$pjrt_include" \
     -DPython3_EXECUTABLE="$py" >/dev/null
+fi
+# A wheel built in this folder (pip wheel ., whose build-dir is build/) leaves scikit-build-core's
+# settings in the cache: drop them, so this is a developer build again (outputs in torchtpu/).
+if grep -qs '^SKBUILD' "$build/CMakeCache.txt"; then
+  cmake "$build" -USKBUILD* >/dev/null
 fi
 cmake --build "$build" -j"${TORCHTPU_BUILD_JOBS:-2}" "$@"

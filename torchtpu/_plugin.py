@@ -56,10 +56,12 @@ def _has_nvidia_gpu() -> bool:
 
 
 _FINDERS = {"tpu": _find_tpu, "cuda": _find_cuda, "cpu": _find_cpu}
+# What to install for each platform: torchtpu's extras name the plugin wheels (pyproject.toml).
 _WHEELS = {
-    "tpu": "the 'libtpu' wheel",
-    "cuda": "'xla-cuda13-pjrt' (or JAX's jax-cuda13-pjrt / jax-cuda12-pjrt plugin)",
-    "cpu": "the 'xla-cpu-pjrt' wheel",
+    "tpu": "libtpu (pip install 'torchtpu[tpu]')",
+    "cuda": "a CUDA PJRT plugin (pip install 'torchtpu[cuda]' for xla-cuda13-pjrt, or JAX's "
+    "jax-cuda13-pjrt / jax-cuda12-pjrt)",
+    "cpu": "the XLA CPU plugin (pip install 'torchtpu[cpu]' for xla-cpu-pjrt)",
 }
 
 
@@ -89,6 +91,6 @@ def find_plugin() -> tuple[str, str]:
     if path:
         return path, ""
     return "", (
-        "no PJRT plugin found: install the 'xla-cpu-pjrt' wheel (XLA:CPU), 'libtpu' on a TPU VM, "
-        "or a CUDA PJRT plugin, or set TORCHTPU_PJRT_PLUGIN=/path/plugin.so"
+        "no PJRT plugin found: pip install 'torchtpu[cpu]' (XLA:CPU), 'torchtpu[tpu]' on a TPU VM "
+        "or 'torchtpu[cuda]' on an NVIDIA GPU, or set TORCHTPU_PJRT_PLUGIN=/path/plugin.so"
     )
