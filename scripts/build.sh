@@ -10,15 +10,19 @@ export CCACHE_NOHASHDIR=1 CCACHE_BASEDIR="$root"
 mkdir -p "$build"
 exec 9>"$build/.lock"
 flock 9
+pjrt_include() {
+  "$py" -c 'import os, xla_plugins.xla_cpu_pjrt as m; print(os.path.join(os.path.dirname(m.__file__), "include"))'
+}
 if [ ! -f "$build/build.ninja" ]; then
-  pjrt_include="$("$py" -c 'import os, xla_plugins.xla_cpu_pjrt as m; print(os.path.join(os.path.dirname(m.__file__), "include"))')"
   # CMakeLists.txt finds torch through $py (without importing it).
-  cmake -S "$root" -B "$build" -G Ninja -DPJRT_INCLUDE_DIR="$pjrt_include" \
+  cmake -S "$root" -B "$build" -G Ninja -DPJRT_INCLUDE_DIR="$(pjrt_include)" \
     -DPython3_EXECUTABLE="$py" >/dev/null
-fi
-# A wheel built in this folder (pip wheel ., whose build-dir is build/) leaves scikit-build-core's
-# settings in the cache: drop them, so this is a developer build again (outputs in torchtpu/).
-if grep -qs '^SKBUILD' "$build/CMakeCache.txt"; then
-  cmake "$build" -USKBUILD* >/dev/null
+elif grep -qs '^SKBUILD' "$build/CMakeCache.txt"; then
+  # A wheel built in this folder (pip wheel ., whose build-dir is build/) left scikit-build-core's
+  # settings in the cache, and perhaps the Python of an isolated build environment that no longer
+  # exists: this becomes a developer build of $py again (outputs in torchtpu/; ccache serves the
+  # objects compiled before).
+  cmake "$build" -USKBUILD* -DPJRT_INCLUDE_DIR="$(pjrt_include)" -DPython3_EXECUTABLE="$py" \
+    >/dev/null
 fi
 cmake --build "$build" -j"${TORCHTPU_BUILD_JOBS:-2}" "$@"
