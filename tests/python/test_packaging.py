@@ -39,8 +39,8 @@ def test_metadata_pins_the_torch_minor_version():
     assert entry == ["torchtpu_autoload:autoload"], entry
 
 
-def run(code: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env,
+def run(code: str, env: dict[str, str], cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, cwd=cwd,
                           capture_output=True, text=True, timeout=120)
 
 
@@ -56,14 +56,16 @@ def test_another_torch_minor_version_is_one_clear_error(tmp_path):
     (pkg / "_build_info.py").write_text('TORCH_VERSION = "1.99.0"\n')
     env = dict(os.environ, PYTHONPATH=str(tmp_path))
 
-    explicit = run("import torch, torchtpu", env)
+    # In tmp_path: `python -c` puts the working directory (a checkout has torchtpu/) first.
+    explicit = run("import torch, torchtpu", env, cwd=tmp_path)
     assert explicit.returncode != 0
     assert "ImportError: torchtpu" in explicit.stderr, explicit.stderr
     assert "built against torch 1.99.0" in explicit.stderr, explicit.stderr
     assert f"torch {torch.__version__} is installed" in explicit.stderr, explicit.stderr
     assert "undefined symbol" not in explicit.stderr
 
-    autoloaded = run("import torch; print('tpu' if hasattr(torch, 'tpu') else 'no tpu')", env)
+    autoloaded = run("import torch; print('tpu' if hasattr(torch, 'tpu') else 'no tpu')", env,
+                     cwd=tmp_path)
     assert autoloaded.returncode == 0, autoloaded.stderr
     assert autoloaded.stdout.strip() == "no tpu"
     assert "torchtpu was not loaded" in autoloaded.stderr
