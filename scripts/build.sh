@@ -10,7 +10,8 @@ export CCACHE_NOHASHDIR=1 CCACHE_BASEDIR="$root"
 mkdir -p "$build"
 exec 9>"$build/.lock"
 flock 9
-pjrt_include() {
+pjrt_include() {  # TORCHTPU_PJRT_INCLUDE_DIR, else the venv's xla-cpu-pjrt wheel
+  [ -n "${TORCHTPU_PJRT_INCLUDE_DIR:-}" ] && { echo "$TORCHTPU_PJRT_INCLUDE_DIR"; return; }
   "$py" -c 'import os, xla_plugins.xla_cpu_pjrt as m; print(os.path.join(os.path.dirname(m.__file__), "include"))'
 }
 if [ ! -f "$build/build.ninja" ]; then

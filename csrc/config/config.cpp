@@ -34,6 +34,12 @@ const std::vector<Variable>& variables() {
        "0: safetensors' safe_open/load_file keep their own device check (no tpu)"},
       {"TORCHTPU_PATCH_ACCELERATE", "1",
        "0: Accelerate under torchrun is left as it is (no tpu DDP backend)"},
+      {"TORCHTPU_GPU_PREALLOCATE", "0",
+       "1: XLA:GPU reserves its memory fraction of the GPU at start (JAX's default)"},
+      {"TORCHTPU_GPU_MEMORY_FRACTION", "",
+       "XLA:GPU's share of GPU memory, (0, 1] (the plugin's default: 0.75)"},
+      {"TORCHTPU_GPU_ALLOCATOR", "",
+       "XLA:GPU's allocator: `bfc` (the plugin's default), `platform`, `cuda_async`"},
   };
   return vars;
 }
@@ -79,6 +85,33 @@ int64_t positive_int(const char* name, int64_t fallback, int64_t max) {
         std::to_string(max) + " (default " + std::to_string(fallback) + ")");
   }
   return n;
+}
+
+double fraction(const char* name, double fallback) {
+  std::optional<std::string> v = raw(name);
+  if (!v) return fallback;
+  char* end = nullptr;
+  errno = 0;
+  double x = std::strtod(v->c_str(), &end);
+  if (end == v->c_str() || *end != '\0' || errno != 0 || !(x > 0.0 && x <= 1.0)) {
+    throw std::invalid_argument(std::string(name) + "='" + *v +
+                                "' is not valid: expected a number in (0, 1]");
+  }
+  return x;
+}
+
+std::string choice(const char* name, const std::vector<std::string>& allowed,
+                   const std::string& fallback) {
+  std::optional<std::string> v = raw(name);
+  if (!v) return fallback;
+  std::string s = *v;
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (std::find(allowed.begin(), allowed.end(), s) != allowed.end()) return s;
+  std::string choices;
+  for (const std::string& a : allowed) choices += (choices.empty() ? "" : ", ") + a;
+  throw std::invalid_argument(std::string(name) + "='" + *v + "' is not valid: expected one of " +
+                              choices);
 }
 
 }  // namespace torchtpu::config

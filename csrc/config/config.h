@@ -33,4 +33,13 @@ bool flag(const char* name, bool default_on);
 // the variable and what it expects for anything else.
 int64_t positive_int(const char* name, int64_t fallback, int64_t max);
 
+// A number in (0, 1], or `fallback` when unset; anything else throws std::invalid_argument
+// naming the variable.
+double fraction(const char* name, double fallback);
+
+// One of `allowed` (compared in lower case, as given), or `fallback` when unset; anything else
+// throws std::invalid_argument naming the variable and the choices.
+std::string choice(const char* name, const std::vector<std::string>& allowed,
+                   const std::string& fallback);
+
 }  // namespace torchtpu::config

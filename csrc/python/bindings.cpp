@@ -198,6 +198,20 @@ PYBIND11_MODULE(_C, m) {
     return d;
   });
 
+  // What the PJRT client is (or would be) created with for a plugin path: for tests of the
+  // environment's mapping onto the plugins' create options without that plugin.
+  m.def("_client_options", [](const std::string& path) {
+    py::dict d;
+    try {
+      for (const auto& [name, value] : runtime::client_options(path)) {
+        std::visit([&](const auto& v) { d[py::str(name)] = v; }, value);
+      }
+    } catch (const std::invalid_argument& e) {
+      throw py::value_error(e.what());
+    }
+    return d;
+  });
+
   m.def("_default_generator", [](int index) {
     return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(
         device::default_generator(static_cast<c10::DeviceIndex>(index))));

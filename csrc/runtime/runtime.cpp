@@ -47,17 +47,10 @@ const bool atfork_registered = [] {
 // Whether the configured plugin is the XLA CPU plugin, whose device count is a create option.
 bool is_cpu_plugin(const std::string& path) { return path.find("cpu") != std::string::npos; }
 
-std::map<std::string, pjrt::Attribute> client_options(const std::string& path) {
-  std::map<std::string, pjrt::Attribute> options;
-  // The XLA CPU plugin exposes one device unless asked for more. One is the default: each
-  // extra device keeps its own busy threads, which made single-device work 1.2-1.4x slower with
-  // 4 (benchmarks/cpu_device_count.py); multi-device code and tests ask for more with
-  // TORCHTPU_CPU_DEVICE_COUNT (the Python tests' conftest asks for 4).
-  if (is_cpu_plugin(path)) {
-    // Throws std::invalid_argument naming the variable for a bad count ("abc", "-1").
-    options["cpu_device_count"] = config::positive_int("TORCHTPU_CPU_DEVICE_COUNT", 1, 4096);
-  }
-  return options;
+// The XLA GPU plugin (xla_cuda_plugin.so from JAX's jax-cuda*-pjrt, xla-cuda13-pjrt's).
+bool is_gpu_plugin(const std::string& path) {
+  const std::string name = path.substr(path.rfind('/') + 1);
+  return name.find("cuda") != std::string::npos || name.find("gpu") != std::string::npos;
 }
 
 // Set when creating the runtime failed: the device is then unavailable for good, whatever a
@@ -144,6 +137,34 @@ int count_without_client() {
 }
 
 }  // namespace
+
+std::map<std::string, pjrt::Attribute> client_options(const std::string& path) {
+  std::map<std::string, pjrt::Attribute> options;
+  // The XLA CPU plugin exposes one device unless asked for more. One is the default: each
+  // extra device keeps its own busy threads, which made single-device work 1.2-1.4x slower with
+  // 4 (benchmarks/cpu_device_count.py); multi-device code and tests ask for more with
+  // TORCHTPU_CPU_DEVICE_COUNT (the Python tests' conftest asks for 4).
+  if (is_cpu_plugin(path)) {
+    // Throws std::invalid_argument naming the variable for a bad count ("abc", "-1").
+    options["cpu_device_count"] = config::positive_int("TORCHTPU_CPU_DEVICE_COUNT", 1, 4096);
+  }
+  if (is_gpu_plugin(path)) {
+    // The GPU client reserves 75% of GPU memory when it starts unless told not to (JAX's
+    // default, XLA_PYTHON_CLIENT_PREALLOCATE): PyTorch code that also uses CUDA, or a second
+    // process on the GPU, would find it gone. torchtpu's default grows on demand (the BFC
+    // allocator up to the memory fraction); TORCHTPU_GPU_PREALLOCATE=1 restores the reservation.
+    options["preallocate"] = config::flag("TORCHTPU_GPU_PREALLOCATE", false);
+    if (config::raw("TORCHTPU_GPU_MEMORY_FRACTION")) {
+      options["memory_fraction"] =
+          static_cast<float>(config::fraction("TORCHTPU_GPU_MEMORY_FRACTION", 0.75));
+    }
+    if (config::raw("TORCHTPU_GPU_ALLOCATOR")) {
+      options["allocator"] = config::choice("TORCHTPU_GPU_ALLOCATOR",
+                                            {"default", "bfc", "platform", "cuda_async"}, "");
+    }
+  }
+  return options;
+}
 
 void configure(const std::string& plugin_path, const std::string& error) {
   {

@@ -46,4 +46,8 @@ bool is_initialized();
 // TPU_LAUNCH_BLOCKING=1: wait for every execution so errors surface at the op that caused them.
 bool launch_blocking();
 
+// The PJRT client's create options for the plugin at `plugin_path`, from the environment
+// (TORCHTPU_CPU_DEVICE_COUNT; TORCHTPU_GPU_*). Throws std::invalid_argument for a bad value.
+std::map<std::string, pjrt::Attribute> client_options(const std::string& plugin_path);
+
 }  // namespace torchtpu::runtime

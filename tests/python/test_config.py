@@ -114,3 +114,32 @@ def test_cache_dir_that_is_a_file_is_named_and_work_goes_on(run_python, tmp_path
                       TORCHTPU_CACHE_DIR=str(not_a_dir), TORCHTPU_CACHE="1")
     assert "[1.0, 2.0, 3.0]" in proc.stdout
     assert f"cannot create {not_a_dir}: Not a directory" in proc.stderr
+
+
+def test_gpu_client_options_from_the_environment(monkeypatch):
+    """What the XLA GPU plugin's client is created with (its create options, as JAX names them):
+    no preallocation unless asked (so PyTorch's own CUDA use and a second process fit), the memory
+    fraction and allocator when given; bad values raise naming the variable. Checked through the
+    mapping itself: no GPU plugin is installed here."""
+    from torchtpu import _C
+
+    cuda = "/env/site-packages/jax_plugins/xla_cuda13/xla_cuda_plugin.so"
+    for name in ("TORCHTPU_GPU_PREALLOCATE", "TORCHTPU_GPU_MEMORY_FRACTION",
+                 "TORCHTPU_GPU_ALLOCATOR"):
+        monkeypatch.delenv(name, raising=False)
+    assert _C._client_options(cuda) == {"preallocate": False}
+    monkeypatch.setenv("TORCHTPU_GPU_PREALLOCATE", "1")
+    monkeypatch.setenv("TORCHTPU_GPU_MEMORY_FRACTION", "0.5")
+    monkeypatch.setenv("TORCHTPU_GPU_ALLOCATOR", "Cuda_Async")
+    assert _C._client_options(cuda) == {"preallocate": True, "memory_fraction": 0.5,
+                                        "allocator": "cuda_async"}
+    # Other plugins get none of it.
+    assert "preallocate" not in _C._client_options("/env/xla_plugins/xla_cpu_pjrt/xla_cpu_pjrt.so")
+    assert "preallocate" not in _C._client_options("/env/libtpu/libtpu.so")
+    for name, bad in (("TORCHTPU_GPU_MEMORY_FRACTION", "1.5"),
+                      ("TORCHTPU_GPU_MEMORY_FRACTION", "half"),
+                      ("TORCHTPU_GPU_ALLOCATOR", "malloc")):
+        monkeypatch.setenv(name, bad)
+        with pytest.raises(ValueError, match=name):
+            _C._client_options(cuda)
+        monkeypatch.setenv(name, "0.5" if "FRACTION" in name else "bfc")
