@@ -1,0 +1,250 @@
+"""The step as XLA programs: ONE program per (tokens, requests) bucket holds the model's forward,
+every layer's attention and KV-cache write, the logits of the sampled rows and their greedy
+tokens; one more program per request bucket samples (temperature, top-k, top-p, min-p, seeds).
+
+Each program is traced once with make_fx (fake tensors, functionalized, the tpu backend's
+decompositions: what torchtpu.compile_step does for a training step) as a pure function of the
+model's parameters and buffers, the layers' KV caches and the step's one int32 buffer. The
+caches' in-place updates become writes into the program's donated cache inputs. The traced graph
+goes through torch.compile(backend="tpu")'s graph lowering (the one lowering table), and every
+bucket is compiled at startup, on several threads at once, into torchtpu's disk cache: a later
+start loads them without compiling.
+
+After warm-up, a new compile is a warning naming what compiled (TORCHTPU_VLLM_STRICT_COMPILES=1
+makes it an error).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable
+
+import numpy as np
+import torch
+
+from .runner_inputs import StepLayout, dummy_buffer, split
+from .sampling import sample
+
+logger = logging.getLogger("vllm.plugins.torchtpu_vllm.programs")
+
+STRICT_ENV = "TORCHTPU_VLLM_STRICT_COMPILES"
+
+
+class ProgramError(RuntimeError):
+    pass
+
+
+def trace_program(name: str, fn: Callable, inputs: list[torch.Tensor]):
+    """fn(*inputs) -> list of tensors, as one compiled tpu graph (torchtpu's CompiledGraph), and
+    its outputs' fake values. Raises ProgramError when the graph does not lower to one program
+    (the reason is torchtpu's)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from torchtpu import _compile_step, _dynamo
+
+    before = len(_dynamo._eager_graphs)
+    try:
+        with torch.compiler._compile_session_context():
+            gm = make_fx(_compile_step._functionalized(fn, set()),
+                         decomposition_table=_dynamo.decomposition_table(),
+                         tracing_mode="fake", _allow_non_fake_inputs=False)(
+                             *[t.detach() for t in inputs])
+    except AssertionError as e:
+        if "convert all Tensors to FakeTensors" not in str(e):
+            raise
+        raise ProgramError(
+            f"torchtpu_vllm: the {name} program reads a tensor that is neither a parameter or "
+            f"buffer of the model nor a KV cache ({str(e).splitlines()[-1][:200]})") from None
+    _compile_step._clean_graph(gm)
+    gm.recompile()
+    output = next(n for n in gm.graph.nodes if n.op == "output")
+    out_vals = [a.meta.get("val") for a in output.args[0]]
+    compiled = _dynamo._compile_graph(gm, inputs)
+    if not isinstance(compiled, _dynamo.CompiledGraph):
+        reason = _dynamo._eager_graphs[-1][1] if len(_dynamo._eager_graphs) > before else (
+            getattr(compiled, "reason", "unknown"))
+        raise ProgramError(f"torchtpu_vllm: the {name} program does not lower to one tpu "
+                           f"program: {reason} (run with enforce_eager=True meanwhile)")
+    return compiled, out_vals
+
+
+def prepare(compiled, inputs: list[torch.Tensor]) -> bool:
+    """Compiles (or loads) `compiled`'s program for these inputs without running it."""
+    return compiled._executable().prepare(list(inputs) + list(compiled.constants))
+
+
+class StepPrograms:
+    """The runner's programs: `forward[(tokens, reqs)]` and `sampler[reqs]`."""
+
+    def __init__(self, runner, max_blocks: int):
+        from torchtpu import _compile_step
+
+        self.runner = runner
+        self.max_blocks = max_blocks
+        self._owners = _compile_step._Owners([runner.model])
+        self._slots = _compile_step._Slots(self._owners)
+        self.state = list(self._slots.tensors)
+        # Each distinct cache tensor once (layers that share a cache share an input).
+        layers = runner.tpu_attention_layers()
+        self.kv: list[torch.Tensor] = []
+        self._kv_of: dict[str, int] = {}
+        seen: dict[int, int] = {}
+        for name, layer in layers.items():
+            t = layer.kv_cache
+            if id(t) not in seen:
+                seen[id(t)] = len(self.kv)
+                self.kv.append(t)
+            self._kv_of[name] = seen[id(t)]
+        self._layers = layers
+        self.forward: dict[tuple[int, int], object] = {}
+        self.sampler: dict[int, object] = {}
+        self.warm = False
+        self._metrics_after_warmup: dict | None = None
+        self._recompiles_seen = 0
+
+    # -- tracing ------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _bound(self, state: list, kv: list):
+        """Inside: the model's parameters and buffers, the layers' caches and tensors their
+        attention holds (sinks) are the traced stand-ins."""
+        from torchtpu import _compile_step
+
+        saved_kv = {name: layer.kv_cache for name, layer in self._layers.items()}
+        saved_sinks = []
+        with _compile_step._swapped_state(self._owners, self._slots, state) as by_id:
+            try:
+                for name, layer in self._layers.items():
+                    layer.kv_cache = kv[self._kv_of[name]]
+                    impl = layer.impl
+                    sinks = getattr(impl, "sinks", None)
+                    if isinstance(sinks, torch.Tensor) and id(sinks) in by_id:
+                        saved_sinks.append((impl, sinks))
+                        impl.sinks = by_id[id(sinks)]
+                yield
+            finally:
+                for name, layer in self._layers.items():
+                    layer.kv_cache = saved_kv[name]
+                for impl, sinks in saved_sinks:
+                    impl.sinks = sinks
+
+    def layout(self, tokens: int, reqs: int) -> StepLayout:
+        return StepLayout(tokens, reqs, self.max_blocks)
+
+    def _trace_forward(self, key: tuple[int, int]):
+        lay = self.layout(*key)
+        n_state, n_kv = len(self.state), len(self.kv)
+
+        def fn(*flat):
+            state, kv, buf = list(flat[:n_state]), list(flat[n_state:n_state + n_kv]), flat[-1]
+            with self._bound(state, kv):
+                return list(self.runner.tpu_forward(lay, buf))
+
+        buf = torch.from_numpy(dummy_buffer(lay)).to(self.runner.device)
+        compiled, outs = trace_program(f"forward (tokens={key[0]}, requests={key[1]})", fn,
+                                       self.state + self.kv + [buf])
+        return compiled, buf, outs[1]
+
+    def _trace_sampler(self, reqs: int, logits_like: torch.Tensor):
+        from .sampling import PARAM_WORDS
+
+        params = torch.zeros(PARAM_WORDS * reqs, dtype=torch.int32, device=self.runner.device)
+        logits = torch.zeros(reqs, logits_like.shape[1], dtype=logits_like.dtype,
+                             device=self.runner.device)
+        compiled, _ = trace_program(f"sampler (requests={reqs})",
+                                    lambda lg, p: [sample(lg, p)], [logits, params])
+        return compiled, [logits, params]
+
+    def build(self, keys: list[tuple[int, int]], threads: int | None = None) -> dict:
+        """Traces every bucket's programs and compiles them all, on `threads` threads
+        (TORCHTPU_COMPILE_THREADS's default: the machine's cores). Returns counts and seconds."""
+        import torchtpu
+
+        before = torchtpu.metrics()
+        t0 = time.perf_counter()
+        jobs = []
+        logits_like = None
+        for key in keys:
+            compiled, buf, logits_like = self._trace_forward(key)
+            self.forward[key] = compiled
+            jobs.append((compiled, self.state + self.kv + [buf]))
+        for reqs in sorted({r for _, r in keys}):
+            compiled, example = self._trace_sampler(reqs, logits_like)
+            self.sampler[reqs] = compiled
+            jobs.append((compiled, example))
+        traced = time.perf_counter() - t0
+        threads = threads or max(1, os.cpu_count() or 1)
+        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="tpu-precompile") as ex:
+            list(ex.map(lambda job: prepare(*job), jobs))
+        after = torchtpu.metrics()
+        return {
+            "programs": len(jobs),
+            "trace_seconds": round(traced, 2),
+            "compile_seconds": round(time.perf_counter() - t0 - traced, 2),
+            "compiled": after["programs_compiled"] - before["programs_compiled"],
+            "loaded_from_disk": after["disk_cache_hits"] - before["disk_cache_hits"],
+        }
+
+    # -- running ------------------------------------------------------------------------------
+
+    def run_forward(self, lay: StepLayout, buf: torch.Tensor) -> list[torch.Tensor]:
+        key = (lay.tokens, lay.reqs)
+        compiled = self.forward.get(key)
+        if compiled is None:
+            self._after_warmup_compile(f"the forward program for tokens={key[0]}, "
+                                       f"requests={key[1]} (not a configured bucket)")
+            compiled, _, _ = self._trace_forward(key)
+            self.forward[key] = compiled
+        return compiled(self.state + self.kv + [buf])
+
+    def run_sampler(self, reqs: int, logits: torch.Tensor, params: torch.Tensor) -> torch.Tensor:
+        compiled = self.sampler.get(reqs)
+        if compiled is None:
+            self._after_warmup_compile(f"the sampler program for requests={reqs}")
+            compiled, _ = self._trace_sampler(reqs, logits)
+            self.sampler[reqs] = compiled
+        return compiled([logits, params])[0]
+
+    # -- compiles after warm-up ---------------------------------------------------------------
+
+    def finish_warmup(self) -> None:
+        import torchtpu
+
+        self.warm = True
+        self._metrics_after_warmup = torchtpu.metrics()
+        self._recompiles_seen = len(torchtpu.recompile_reasons())
+
+    def _after_warmup_compile(self, what: str) -> None:
+        if not self.warm:
+            return
+        msg = f"torchtpu_vllm: compiling {what} after warm-up: traffic waits for an XLA compile"
+        if os.environ.get(STRICT_ENV, "0") not in ("", "0"):
+            raise RuntimeError(msg + f" ({STRICT_ENV}=1)")
+        logger.warning(msg)
+
+    def check_step(self) -> None:
+        """After a step: any program that missed the caches since warm-up is named (warning, or
+        an error under TORCHTPU_VLLM_STRICT_COMPILES=1)."""
+        if not self.warm:
+            return
+        import torchtpu
+
+        m = torchtpu._C._metrics()
+        misses = m["cache_misses"] - self._metrics_after_warmup["cache_misses"]
+        if misses <= 0:
+            return
+        reasons = torchtpu.recompile_reasons()[self._recompiles_seen:]
+        self._recompiles_seen += len(reasons)
+        self._metrics_after_warmup["cache_misses"] = m["cache_misses"]
+        named = "; ".join(f"{op}: {why}" for op, why in reasons) or (
+            "new eager op signatures (TORCHTPU_LOG_COMPILES=1 names them)")
+        self._after_warmup_compile(f"{misses} program(s) during traffic: {named}")
+
+
+def numpy_upload(buf: np.ndarray, device: torch.device) -> torch.Tensor:
+    """The step's one host->device transfer."""
+    return torch.from_numpy(buf).to(device)
