@@ -17,8 +17,11 @@ makes it an error).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import os
+import pickle
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
@@ -72,6 +75,89 @@ def trace_program(name: str, fn: Callable, inputs: list[torch.Tensor]):
     return compiled, out_vals
 
 
+class TraceCache:
+    """Traced step graphs on disk, beside torchtpu's compilation cache: a warm start replays a
+    bucket's graph (torchtpu's lowering recipe, plain data) instead of tracing the model again,
+    and its program then comes from the compilation cache. The key holds everything a trace
+    depends on: vLLM's hash of its configuration (model, its config, dtype, parallelism...), the
+    versions of vLLM and torch, the torchtpu build, the plugin's sources, the program and the
+    shapes and dtypes of its inputs. Off with torchtpu's cache (TORCHTPU_CACHE=0)."""
+
+    FORMAT = "torchtpu-vllm-trace-1"
+
+    def __init__(self, vllm_config):
+        from torchtpu import _C
+
+        root = _C._cache_dir()
+        self.dir = os.path.join(root, "vllm-traces") if root else ""
+        self.base = ""
+        if self.dir:
+            self.base = _fingerprint(vllm_config)
+
+    def _path(self, name: str, inputs: list[torch.Tensor]) -> str:
+        sig = [(tuple(t.shape), str(t.dtype)) for t in inputs]
+        key = hashlib.sha256(repr((self.FORMAT, self.base, name, sig)).encode()).hexdigest()
+        return os.path.join(self.dir, key + ".pkl")
+
+    def load(self, name: str, inputs: list[torch.Tensor]):
+        """(compiled graph, extra) recorded for this program and inputs, or None."""
+        if not self.dir:
+            return None
+        path = self._path(name, inputs)
+        if not os.path.exists(path):
+            return None
+        from torchtpu import _dynamo
+
+        try:
+            with open(path, "rb") as f:
+                entry = pickle.load(f)
+            if entry.get("format") != self.FORMAT:
+                return None
+            compiled = _dynamo.CompiledGraph.__new__(_dynamo.CompiledGraph)
+            compiled.__setstate__(entry["graph"])
+            return compiled, entry["extra"]
+        except Exception as e:  # a damaged entry costs a trace, nothing else
+            logger.warning("torchtpu_vllm: ignoring the traced graph in %s: %s", path, e)
+            return None
+
+    def store(self, name: str, inputs: list[torch.Tensor], compiled, extra) -> None:
+        if not self.dir:
+            return
+        path = self._path(name, inputs)
+        try:
+            os.makedirs(self.dir, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=".trace.")
+            # pickle, not torch.save: a graph's constants include torch.memory_format values.
+            with os.fdopen(fd, "wb") as f:
+                pickle.dump({"format": self.FORMAT, "graph": compiled.__getstate__(),
+                             "extra": extra}, f)
+            os.replace(tmp, path)
+        except Exception as e:  # noqa: BLE001  (a graph that does not save is traced next time)
+            logger.warning("torchtpu_vllm: not caching the traced graph of %s: %s", name, e)
+
+
+def _fingerprint(vllm_config) -> str:
+    import vllm
+
+    import torchtpu
+    from torchtpu import _C
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    parts = [vllm_config.compute_hash(), vllm.__version__, torch.__version__]
+    lib = _C.__file__
+    st = os.stat(lib)
+    parts.append((lib, st.st_size, st.st_mtime_ns))
+    sources = [os.path.join(here, f) for f in sorted(os.listdir(here)) if f.endswith(".py")]
+    tt = os.path.dirname(os.path.abspath(torchtpu.__file__))
+    sources += [os.path.join(tt, f) for f in ("_dynamo.py", "_compile_step.py")]
+    h = hashlib.sha256()
+    for path in sources:
+        with open(path, "rb") as f:
+            h.update(f.read())
+    parts.append(h.hexdigest())
+    return hashlib.sha256(repr(parts).encode()).hexdigest()
+
+
 def prepare(compiled, inputs: list[torch.Tensor]) -> bool:
     """Compiles (or loads) `compiled`'s program for these inputs without running it."""
     return compiled._executable().prepare(list(inputs) + list(compiled.constants))
@@ -100,6 +186,7 @@ class StepPrograms:
                 self.kv.append(t)
             self._kv_of[name] = seen[id(t)]
         self._layers = layers
+        self.traces = TraceCache(runner.vllm_config)
         self.forward: dict[tuple[int, int], object] = {}
         self.sampler: dict[int, object] = {}
         self.warm = False
@@ -145,9 +232,16 @@ class StepPrograms:
                 return list(self.runner.tpu_forward(lay, buf))
 
         buf = torch.from_numpy(dummy_buffer(lay)).to(self.runner.device)
-        compiled, outs = trace_program(f"forward (tokens={key[0]}, requests={key[1]})", fn,
-                                       self.state + self.kv + [buf])
-        return compiled, buf, outs[1]
+        name = f"forward (tokens={key[0]}, requests={key[1]})"
+        inputs = self.state + self.kv + [buf]
+        cached = self.traces.load(name, inputs)
+        if cached is not None:
+            compiled, (shape, dtype) = cached
+            return compiled, buf, torch.empty(shape, dtype=dtype, device="meta")
+        compiled, outs = trace_program(name, fn, inputs)
+        logits = outs[1]
+        self.traces.store(name, inputs, compiled, (tuple(logits.shape), logits.dtype))
+        return compiled, buf, logits
 
     def _trace_sampler(self, reqs: int, logits_like: torch.Tensor):
         from .sampling import PARAM_WORDS
@@ -155,8 +249,12 @@ class StepPrograms:
         params = torch.zeros(PARAM_WORDS * reqs, dtype=torch.int32, device=self.runner.device)
         logits = torch.zeros(reqs, logits_like.shape[1], dtype=logits_like.dtype,
                              device=self.runner.device)
-        compiled, _ = trace_program(f"sampler (requests={reqs})",
-                                    lambda lg, p: [sample(lg, p)], [logits, params])
+        name = f"sampler (requests={reqs})"
+        cached = self.traces.load(name, [logits, params])
+        if cached is not None:
+            return cached[0], [logits, params]
+        compiled, _ = trace_program(name, lambda lg, p: [sample(lg, p)], [logits, params])
+        self.traces.store(name, [logits, params], compiled, None)
         return compiled, [logits, params]
 
     def build(self, keys: list[tuple[int, int]], threads: int | None = None) -> dict:
