@@ -29,6 +29,7 @@ from vllm.v1.worker.utils import bind_kv_cache
 
 from .attention import TpuPagedAttentionMetadata
 from .buckets import bucket_of, request_buckets, step_buckets, token_buckets
+from .moe import call_moe_directly
 from .programs import StepPrograms, numpy_upload
 from .runner_inputs import StepLayout, prepare_step, split
 from .sampling import RequestSeeds, sample
@@ -108,6 +109,10 @@ class TpuModelRunner(GPUModelRunner):
         named = [name for name, bad in unsupported.items() if bad]
         if named:
             raise NotImplementedError("vLLM on tpu does not support " + ", ".join(named) + " yet")
+
+    def load_model(self, *args, **kwargs) -> None:
+        super().load_model(*args, **kwargs)
+        call_moe_directly(self.model)
 
     # -- configuration ------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ from vllm.v1.worker.gpu_worker import Worker, init_worker_distributed_environmen
 from vllm.v1.worker.worker_base import CompilationTimes
 
 from .model_runner import TpuModelRunner
+from .moe import register_tpu_moe
 from .platform import device_memory_info, kv_cache_budget_bytes
 
 # Under "vllm." so vLLM's logging configuration (level, format) applies.
@@ -38,6 +39,7 @@ class TpuWorker(Worker):
             current_platform.dist_backend,
         )
         set_random_seed(self.model_config.seed)
+        register_tpu_moe()
         self._init_workspace_and_model_runner()
 
     def _make_model_runner(self) -> TpuModelRunner:
