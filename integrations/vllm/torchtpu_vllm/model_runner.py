@@ -90,6 +90,8 @@ class TpuModelRunner(GPUModelRunner):
         # Set when every step samples with vLLM's Sampler (engine-wide custom logits processors).
         self.tpu_fallback_reason: str | None = None
         self.tpu_programs: StepPrograms | None = None
+        # Runs the compiled mode's steps op by op (tests compare both on one engine).
+        self.tpu_eager_steps = False
         self._tpu_step = None
         self._token_buckets = token_buckets(self.max_num_tokens)
         self._request_buckets = request_buckets(self.max_num_reqs)
@@ -244,6 +246,9 @@ class TpuModelRunner(GPUModelRunner):
         self.tpu_programs.finish_warmup()
         return stats
 
+    def _programs(self) -> StepPrograms | None:
+        return None if self.tpu_eager_steps else self.tpu_programs
+
     @torch.no_grad()
     def execute_model(self, scheduler_output, intermediate_tensors=None):
         if self._tpu_step is not None:
@@ -258,7 +263,7 @@ class TpuModelRunner(GPUModelRunner):
             return EMPTY_MODEL_RUNNER_OUTPUT
         host = prepare_step(self, scheduler_output, self.tpu_layout)
         buf = numpy_upload(host.buffer, self.device)
-        if self.tpu_programs is not None:
+        if self._programs() is not None:
             greedy, logits, params, hidden = self.tpu_programs.run_forward(host.layout, buf)
         else:
             greedy, logits, params, hidden = self.tpu_forward(host.layout, buf)
@@ -278,7 +283,7 @@ class TpuModelRunner(GPUModelRunner):
         if fallback is None:
             if host.all_greedy:
                 tokens = greedy
-            elif self.tpu_programs is not None:
+            elif self._programs() is not None:
                 tokens = self.tpu_programs.run_sampler(host.layout.reqs, logits, params)
             else:
                 tokens = sample(logits, params)
@@ -295,7 +300,7 @@ class TpuModelRunner(GPUModelRunner):
         (num_nans, _, logprobs, valid_sampled, prompt_logprobs, req_ids, req_id_to_index,
          _) = self._bookkeeping_sync(scheduler_output, sampler_output, logits, hidden,
                                      scheduler_output.total_num_scheduled_tokens)
-        if self.tpu_programs is not None:
+        if self._programs() is not None:
             self.tpu_programs.check_step()
         return ModelRunnerOutput(
             req_ids=req_ids,

@@ -150,7 +150,7 @@ def make_tiny_model(out_dir: str, family: str, seed: int = 0) -> str:
     with torch.no_grad():  # some families start biases, sinks and norms at zero or one
         for name, p in model.named_parameters():
             if p.dim() == 1 and ("bias" in name or "sinks" in name):
-                p.normal_(0, 0.2)
+                p.normal_(0.5 if "sinks" in name else 0.0, 1.0 if "sinks" in name else 0.2)
     model.save_pretrained(out_dir)
     return out_dir
 

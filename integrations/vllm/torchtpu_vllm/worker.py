@@ -86,6 +86,11 @@ class TpuWorker(Worker):
         programs, trace and compile seconds, programs compiled and loaded from disk."""
         return dict(getattr(self, "tpu_warmup_stats", {}))
 
+    def torchtpu_set_eager_steps(self, eager: bool) -> None:
+        """Runs the steps op by op (True) or as the compiled programs (False, the default in
+        compiled mode), for `LLM.collective_rpc("torchtpu_set_eager_steps", args=(True,))`."""
+        self.model_runner.tpu_eager_steps = bool(eager)
+
     def torchtpu_metrics(self) -> dict:
         """torchtpu's counters in this worker process (compiles, executions, CPU fallbacks),
         for `LLM.collective_rpc("torchtpu_metrics")`."""
