@@ -11,7 +11,7 @@
 
 #include <tuple>
 
-#include "aten/executor.h"
+#include "aten/boxed_kernel.h"
 
 namespace torchtpu::aten {
 namespace {
