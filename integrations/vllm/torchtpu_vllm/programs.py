@@ -278,11 +278,15 @@ class StepPrograms:
         threads = threads or max(1, os.cpu_count() or 1)
         with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="tpu-precompile") as ex:
             list(ex.map(lambda job: prepare(*job), jobs))
-        # Each program runs once on its all-padding inputs (no cache slot written): the first
-        # request then pays no first-execution setup.
-        for compiled, inputs in jobs:
-            compiled(inputs)
-        torch.tpu.synchronize(self.runner.device)
+        # Each program runs once, the way a step runs it (upload, launch, tokens back), on
+        # all-padding inputs that write no cache slot: the first request then pays no
+        # first-execution setup.
+        for key in keys:
+            lay = self.layout(*key)
+            greedy, logits, params, _ = self.run_forward(
+                lay, numpy_upload(dummy_buffer(lay), self.runner.device))
+            greedy.cpu()
+            self.run_sampler(lay.reqs, logits, params).cpu()
         after = torchtpu.metrics()
         return {
             "programs": len(jobs),
