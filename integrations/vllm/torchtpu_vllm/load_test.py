@@ -57,7 +57,7 @@ class Stats:
 
 
 def _prompt(rng: random.Random) -> str:
-    n = rng.choice([1, 3, 8, 20, 40, 80])
+    n = rng.choice([1, 3, 8, 20, 40, 50])  # up to ~160 tokens: with 48 new, in 256
     return " ".join(rng.choice(WORDS) for _ in range(n))
 
 
