@@ -6,14 +6,6 @@ from __future__ import annotations
 MIN_TOKEN_BUCKET = 8
 
 
-def next_power_of_two(n: int, cap: int | None = None) -> int:
-    """The next power of two >= n (at least 1), capped at `cap`."""
-    b = 1
-    while b < n:
-        b *= 2
-    return min(b, cap) if cap is not None else b
-
-
 def _powers_up_to(start: int, limit: int) -> list[int]:
     sizes = []
     b = start
@@ -40,10 +32,6 @@ def bucket_of(n: int, buckets: list[int]) -> int:
         if size >= n:
             return size
     raise ValueError(f"{n} exceeds the largest bucket {buckets[-1]}")
-
-
-def padded_token_count(num_tokens: int, max_num_tokens: int) -> int:
-    return bucket_of(num_tokens, token_buckets(max_num_tokens))
 
 
 def step_buckets(max_num_tokens: int, max_num_reqs: int) -> list[tuple[int, int]]:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from functools import partial
 
-import numpy as np
 import torch
 from vllm.config import VllmConfig
 from vllm.forward_context import set_forward_context
@@ -127,9 +126,6 @@ class TpuModelRunner(GPUModelRunner):
         return (self.compilation_config.backend == TPU_COMPILE_MARKER
                 and self.parallel_config.tensor_parallel_size == 1)
 
-    def tpu_warmup_sizes(self) -> list[int]:
-        return list(self._token_buckets)
-
     def tpu_buckets(self) -> list[tuple[int, int]]:
         return step_buckets(self.max_num_tokens, self.max_num_reqs)
 
@@ -214,9 +210,6 @@ class TpuModelRunner(GPUModelRunner):
         return ib.sampling_metadata
 
     # -- the step -----------------------------------------------------------------------------
-
-    def tpu_vocab_size(self) -> int:
-        return self.input_batch.vocab_size
 
     def tpu_forward(self, lay: StepLayout, buf: torch.Tensor):
         """The step on its uploaded buffer (traced into one program, or run eagerly): the model,

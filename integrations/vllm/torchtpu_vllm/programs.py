@@ -29,7 +29,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from .runner_inputs import StepLayout, dummy_buffer, split
+from .runner_inputs import StepLayout, dummy_buffer
 from .sampling import sample
 
 logger = logging.getLogger("vllm.plugins.torchtpu_vllm.programs")
