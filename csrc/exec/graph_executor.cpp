@@ -166,17 +166,35 @@ std::shared_ptr<GraphExecutable::Entry> GraphExecutable::build(
   return entry;
 }
 
-std::vector<c10::IValue> GraphExecutable::run(const std::vector<at::Tensor>& inputs) {
-  TORCH_CHECK(static_cast<int>(inputs.size()) == num_inputs_, "torchtpu: graph ", name_,
-              " expects ", num_inputs_, " inputs, got ", inputs.size());
-  auto start = std::chrono::steady_clock::now();
-  CallState state;
+namespace {
+
+void scan_inputs(const std::string& name, int num_inputs, const std::vector<at::Tensor>& inputs,
+                 CallState& state) {
+  TORCH_CHECK(static_cast<int>(inputs.size()) == num_inputs, "torchtpu: graph ", name, " expects ",
+              num_inputs, " inputs, got ", inputs.size());
   state.args.resize(inputs.size());
   for (const at::Tensor& t : inputs) {
     if (t.defined() && t.scalar_type() == c10::kDouble) state.any_f64 = true;
   }
   Scanner scanner(state);
   for (size_t i = 0; i < inputs.size(); ++i) scanner.tensor(inputs[i], state.args[i]);
+}
+
+}  // namespace
+
+bool GraphExecutable::prepare(const std::vector<at::Tensor>& inputs) {
+  CallState state;
+  scan_inputs(name_, num_inputs_, inputs, state);
+  bool hit = false;
+  cache_.get_or_build(
+      state.key, [&] { return build(state, inputs); }, &hit);
+  return !hit;
+}
+
+std::vector<c10::IValue> GraphExecutable::run(const std::vector<at::Tensor>& inputs) {
+  auto start = std::chrono::steady_clock::now();
+  CallState state;
+  scan_inputs(name_, num_inputs_, inputs, state);
   bool hit = false;
   std::shared_ptr<Entry> entry = cache_.get_or_build(
       state.key, [&] { return build(state, inputs); }, &hit);

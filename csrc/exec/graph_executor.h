@@ -38,6 +38,10 @@ class GraphExecutable {
   const c10::FunctionSchema& schema_of(int node) const { return *spec_.nodes.at(node).schema; }
   // Runs the graph on tpu tensors; compiles on the first call of each input signature.
   std::vector<c10::IValue> run(const std::vector<at::Tensor>& inputs);
+  // Compiles (or loads from the memory and disk caches) the program for these inputs' signature
+  // without running it, so a service compiles every signature it will meet at startup, from
+  // several threads at once. True when this call built it.
+  bool prepare(const std::vector<at::Tensor>& inputs);
   const std::string& name() const { return name_; }
   GraphStats stats() const;
 

@@ -271,6 +271,22 @@ std::vector<Value> diagonal_scatter(LoweringContext& ctx) {
   return {write_view(ctx.b, x, v, src)};
 }
 
+// x.view(dtype): the same bits read as another type; a different width splits or joins the last
+// dim, as PyTorch's view does (a host buffer of int32 words carrying float32 values).
+std::vector<Value> view_dtype(LoweringContext& ctx) {
+  Value x = ctx.tensor(0);
+  const TensorType& out = ctx.out_type();
+  const int from = shlo::bit_width(x.dtype()), to = shlo::bit_width(out.dtype);
+  if (from == to) return {ctx.b.bitcast_convert(x, out.dtype)};
+  std::vector<int64_t> split = from > to ? x.shape() : out.shape;
+  split.push_back(from > to ? from / to : to / from);
+  if (from > to) {
+    Value parts = shlo::bitcast_convert(ctx.b, x, TensorType(out.dtype, split));
+    return {ctx.b.reshape(parts, out.shape)};
+  }
+  return {shlo::bitcast_convert(ctx.b, ctx.b.reshape(x, split), out)};
+}
+
 TORCHTPU_LOWERING("aten::slice_scatter", slice_scatter, kGraphOnly | kComplex);
 TORCHTPU_GRAPH_LOWERING("aten::select_scatter", select_scatter);
 TORCHTPU_GRAPH_LOWERING("aten::as_strided_scatter", as_strided_scatter);
@@ -295,6 +311,7 @@ TORCHTPU_GRAPH_LOWERING("aten::new_empty_strided", fill_with(0));
 TORCHTPU_GRAPH_LOWERING("aten::arange.start_step", arange_graph);
 
 TORCHTPU_LOWERING("aten::view", reshape_to_out, kGraphOnly | kComplex);
+TORCHTPU_GRAPH_LOWERING("aten::view.dtype", view_dtype);
 TORCHTPU_LOWERING("aten::_unsafe_view", reshape_to_out, kGraphOnly | kComplex);
 TORCHTPU_LOWERING("aten::reshape", reshape_to_out, kGraphOnly | kComplex);
 TORCHTPU_LOWERING("aten::squeeze", reshape_to_out, kGraphOnly | kComplex);

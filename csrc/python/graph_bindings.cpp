@@ -120,6 +120,11 @@ void bind_graph(py::module& m) {
              }
              return out;
            })
+      .def("prepare",
+           [](exec::GraphExecutable& g, const std::vector<at::Tensor>& inputs) {
+             py::gil_scoped_release no_gil;
+             return g.prepare(inputs);
+           })
       .def("stats", [](const exec::GraphExecutable& g) {
         exec::GraphStats s = g.stats();
         py::dict d;

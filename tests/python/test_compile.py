@@ -160,3 +160,21 @@ def test_graph_with_empty_permuted_compiles():
     torch.testing.assert_close(out.cpu(), f(x))
     graphs = new_graphs(before)
     assert graphs and not any("eager_reason" in g for g in graphs.values()), graphs
+
+
+def test_graph_with_dtype_views_compiles():
+    # vLLM's tpu runner uploads one int32 buffer per step that carries float32 words too.
+    def f(words, bytes_):
+        return (words[:2].long() * 2, words[2:].view(torch.float32) * 3,
+                words[2:].view(torch.int8), words[2:].view(torch.bfloat16),
+                bytes_.view(torch.float32) + 1)
+
+    words = torch.tensor([1, 2] + torch.tensor([1.5, -2.0]).view(torch.int32).tolist(),
+                         dtype=torch.int32)
+    bytes_ = torch.arange(16, dtype=torch.int8).reshape(2, 8)
+    before = set(tpu_dynamo.graph_metrics())
+    got = torch.compile(f, backend="tpu")(words.to(DEV), bytes_.to(DEV))
+    graphs = new_graphs(before)
+    assert graphs and not any("eager_reason" in g for g in graphs.values()), graphs
+    for want, out in zip(f(words, bytes_), got):
+        assert out.dtype == want.dtype and torch.equal(out.cpu(), want)

@@ -108,3 +108,24 @@ def test_no_cpu_fallbacks_in_the_worker(llm):
     metrics = llm.collective_rpc("torchtpu_metrics")[0]
     assert metrics["executions"] > 0
     assert metrics["cpu_fallbacks"] == 0, metrics["cpu_fallbacks_by_op"]
+
+
+def test_logprobs_sample_with_vllms_sampler_and_match_the_cpu(llm, cpu_model):
+    """A request asking for logprobs samples with vLLM's own Sampler (the tpu sampler has no
+    logprobs) on the step's logits: its greedy tokens and their logprobs are the CPU's."""
+    from vllm import SamplingParams, TokensPrompt
+
+    prompt = prompts_of([12], seed=8)[0]
+    params = SamplingParams(temperature=0.0, max_tokens=6, ignore_eos=True, logprobs=3)
+    out = llm.generate([TokensPrompt(prompt_token_ids=prompt)], params)[0].outputs[0]
+    generated = list(out.token_ids)
+    check_teacher_forced(cpu_model, prompt, generated)
+    ids = torch.tensor([prompt + generated[:-1]])
+    with torch.no_grad():
+        want = torch.log_softmax(cpu_model(ids).logits[0, len(prompt) - 1:].double(), dim=-1)
+    for step, (token, entry) in enumerate(zip(generated, out.logprobs)):
+        assert token in entry
+        top3 = set(want[step].topk(3).indices.tolist())
+        assert top3 <= set(entry), (step, top3, set(entry))
+        for tok, lp in entry.items():
+            assert abs(lp.logprob - float(want[step, tok])) < 1e-4, (step, tok)

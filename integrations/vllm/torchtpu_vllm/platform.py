@@ -161,7 +161,9 @@ class TpuPlatform(Platform):
 
     @classmethod
     def opaque_attention_op(cls) -> bool:
-        return True
+        # Attention layers call the backend in Python (no opaque custom op), so the runner's
+        # traced step holds every layer's attention op in its one program.
+        return False
 
     @classmethod
     def support_hybrid_kv_cache(cls) -> bool:
@@ -170,18 +172,6 @@ class TpuPlatform(Platform):
     @classmethod
     def supports_structured_output(cls) -> bool:
         return True
-
-    @classmethod
-    def register_triton_kernel_overrides(cls) -> None:
-        """vLLM's GPU runner computes slot mappings with a Triton kernel; on tpu the same
-        arithmetic runs as torch ops on the device."""
-        from vllm.triton_utils.dispatcher import register_kernels
-
-        from .kernels import compute_slot_mapping
-
-        register_kernels(
-            {"vllm.v1.worker.block_table.ComputeSlotMappingKernel.kernel": compute_slot_mapping}
-        )
 
     @classmethod
     def check_and_update_config(cls, vllm_config: VllmConfig) -> None:
@@ -209,9 +199,8 @@ class TpuPlatform(Platform):
             and compilation_config.backend != TPU_COMPILE_MARKER
         )
         # vLLM's own compile modes assume Inductor (VLLM_COMPILE) or one fullgraph
-        # (STOCK_TORCH_COMPILE); TpuModelRunner compiles the model itself with
-        # torch.compile(backend="tpu"), piecewise around attention, at startup for every
-        # token bucket. The backend field carries that decision to the worker process.
+        # (STOCK_TORCH_COMPILE); TpuModelRunner traces the whole step itself into one program
+        # per bucket at startup. The backend field carries that decision to the worker process.
         compilation_config.mode = CompilationMode.NONE
         compilation_config.backend = "eager" if eager else TPU_COMPILE_MARKER
         vllm_config.scheduler_config.async_scheduling = False

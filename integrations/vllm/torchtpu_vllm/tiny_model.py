@@ -1,7 +1,9 @@
-"""A tiny random-weight Llama and a byte-level BPE tokenizer, made locally (no hub access), for
-the tests, the demo and the benchmark:
+"""Tiny random-weight models and a byte-level BPE tokenizer, made locally (no hub access), for
+the tests, the demo and the benchmark: a Llama, and one model of each family vLLM users serve
+whose attention or MLP differs (FAMILIES: Qwen2, Qwen3, Mistral with a sliding window, Gemma 2
+with logit soft-capping, Mixtral and Qwen2-MoE mixtures of experts, GPT-OSS with attention sinks).
 
-    python -m torchtpu_vllm.tiny_model OUT_DIR [--head-dim 16] [--layers 2]
+    python -m torchtpu_vllm.tiny_model OUT_DIR [--head-dim 16] [--layers 2] [--family llama]
 """
 
 from __future__ import annotations
@@ -94,13 +96,76 @@ def make_tiny_llama(
     return out_dir
 
 
+# Small enough for a test: windows and soft caps small enough to matter at test lengths.
+_SHAPE = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+              num_key_value_heads=2, head_dim=16, max_position_embeddings=512,
+              initializer_range=0.2, tie_word_embeddings=False)
+
+FAMILIES = {
+    "qwen2": ("Qwen2Config", {}),
+    "qwen3": ("Qwen3Config", {}),
+    "mistral": ("MistralConfig", {"sliding_window": 12}),
+    "gemma2": ("Gemma2Config", {"sliding_window": 12, "attn_logit_softcapping": 4.0,
+                                "final_logit_softcapping": 6.0, "query_pre_attn_scalar": 16,
+                                "hidden_activation": "gelu_pytorch_tanh",
+                                "tie_word_embeddings": True}),
+    "mixtral": ("MixtralConfig", {"num_local_experts": 4, "num_experts_per_tok": 2,
+                                  "sliding_window": None}),
+    "qwen2_moe": ("Qwen2MoeConfig", {"num_experts": 4, "num_experts_per_tok": 2,
+                                     "moe_intermediate_size": 32,
+                                     "shared_expert_intermediate_size": 64,
+                                     "decoder_sparse_step": 1}),
+    "gpt_oss": ("GptOssConfig", {"num_local_experts": 4, "num_experts_per_tok": 2,
+                                 "sliding_window": 12, "intermediate_size": 64,
+                                 "layer_types": ["sliding_attention", "full_attention"],
+                                 "rope_parameters": {"rope_type": "yarn", "factor": 2.0,
+                                                     "beta_fast": 32.0, "beta_slow": 1.0,
+                                                     "truncate": False,
+                                                     "original_max_position_embeddings": 256,
+                                                     "rope_theta": 10000.0}}),
+}
+
+
+def make_tiny_model(out_dir: str, family: str, seed: int = 0) -> str:
+    """A tiny random model of `family` (a FAMILIES key, or "llama"), float32, in out_dir.
+    Idempotent."""
+    if family == "llama":
+        return make_tiny_llama(out_dir, seed=seed)
+    if os.path.exists(os.path.join(out_dir, "config.json")):
+        return out_dir
+    import torch
+    import transformers
+    from transformers import AutoModelForCausalLM
+
+    cls_name, extra = FAMILIES[family]
+    os.makedirs(out_dir, exist_ok=True)
+    tokenizer = make_tokenizer(out_dir)
+    config = getattr(transformers, cls_name)(
+        vocab_size=len(tokenizer), bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+        **{**_SHAPE, **extra})
+    config.torch_dtype = "float32"
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    with torch.no_grad():  # some families start biases, sinks and norms at zero or one
+        for name, p in model.named_parameters():
+            if p.dim() == 1 and ("bias" in name or "sinks" in name):
+                p.normal_(0.5 if "sinks" in name else 0.0, 1.0 if "sinks" in name else 0.2)
+    model.save_pretrained(out_dir)
+    return out_dir
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("out_dir")
     parser.add_argument("--head-dim", type=int, default=16)
     parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--family", default="llama", choices=["llama", *FAMILIES])
     args = parser.parse_args()
-    print(make_tiny_llama(args.out_dir, head_dim=args.head_dim, layers=args.layers))
+    if args.family == "llama":
+        print(make_tiny_llama(args.out_dir, head_dim=args.head_dim, layers=args.layers))
+    else:
+        print(make_tiny_model(args.out_dir, args.family))
 
 
 if __name__ == "__main__":

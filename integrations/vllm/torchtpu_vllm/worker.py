@@ -13,6 +13,7 @@ from vllm.v1.worker.gpu_worker import Worker, init_worker_distributed_environmen
 from vllm.v1.worker.worker_base import CompilationTimes
 
 from .model_runner import TpuModelRunner
+from .moe import register_tpu_moe
 from .platform import device_memory_info, kv_cache_budget_bytes
 
 # Under "vllm." so vLLM's logging configuration (level, format) applies.
@@ -38,6 +39,7 @@ class TpuWorker(Worker):
             current_platform.dist_backend,
         )
         set_random_seed(self.model_config.seed)
+        register_tpu_moe()
         self._init_workspace_and_model_runner()
 
     def _make_model_runner(self) -> TpuModelRunner:
@@ -65,18 +67,29 @@ class TpuWorker(Worker):
         return budget
 
     def compile_or_warm_up_model(self) -> CompilationTimes:
+        """Compiled mode: every (tokens, requests) bucket's step program and every request
+        bucket's sampler program, traced and compiled now, in parallel, into torchtpu's disk
+        cache (a warm start loads them). After this, a compile during traffic is a warning
+        (TORCHTPU_VLLM_STRICT_COMPILES=1: an error)."""
         start = time.perf_counter()
-        runner = self.model_runner
-        if runner.tpu_compiles:
-            for size in sorted(runner.tpu_warmup_sizes(), reverse=True):
-                logger.info("Compiling the model for %d tokens", size)
-                runner._dummy_run(size, skip_eplb=True, remove_lora=False)
+        stats = self.model_runner.tpu_warm_up()
         set_random_seed(self.model_config.seed)
-        logger.info("Warm-up took %.2f s", time.perf_counter() - start)
+        self.tpu_warmup_stats = dict(stats, seconds=round(time.perf_counter() - start, 2))
+        logger.info("tpu warm-up: %s", self.tpu_warmup_stats)
         return CompilationTimes(
             language_model=self.compilation_config.compilation_time,
             encoder=self.compilation_config.encoder_compilation_time,
         )
+
+    def torchtpu_warmup_stats(self) -> dict:
+        """What compile_or_warm_up_model did, for `LLM.collective_rpc("torchtpu_warmup_stats")`:
+        programs, trace and compile seconds, programs compiled and loaded from disk."""
+        return dict(getattr(self, "tpu_warmup_stats", {}))
+
+    def torchtpu_set_eager_steps(self, eager: bool) -> None:
+        """Runs the steps op by op (True) or as the compiled programs (False, the default in
+        compiled mode), for `LLM.collective_rpc("torchtpu_set_eager_steps", args=(True,))`."""
+        self.model_runner.tpu_eager_steps = bool(eager)
 
     def torchtpu_metrics(self) -> dict:
         """torchtpu's counters in this worker process (compiles, executions, CPU fallbacks),
