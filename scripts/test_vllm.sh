@@ -8,3 +8,5 @@ echo "== vLLM plugin tests"
 .venv-vllm/bin/python -m pytest -q -p no:cacheprovider integrations/vllm/tests "$@"
 echo "== vllm serve on tpu (OpenAI HTTP API, bad request -> 4xx, keeps serving)"
 TORCHTPU_VLLM_SETUP_DONE=1 bash scripts/vllm_demo.sh
+echo "== examples/vllm_offline.py"
+.venv-vllm/bin/python examples/vllm_offline.py --tokens 8

@@ -35,6 +35,12 @@ if ! VLLM_SERVER_PID="$server_pid" .venv-vllm/bin/python -m torchtpu_vllm.demo_c
   tail -60 "$work/server.log"
   exit 1
 fi
+# The same server through the official OpenAI client (examples/vllm_openai_client.py).
+if ! .venv-vllm/bin/python examples/vllm_openai_client.py "http://127.0.0.1:$port/v1" tiny-llama; then
+  echo "== server log (last 60 lines)"
+  tail -60 "$work/server.log"
+  exit 1
+fi
 # The plugin's worker logs its KV-cache budget on the tpu device it runs on.
 grep -m1 -o "KV cache budget on tpu:0" "$work/server.log" || {
   echo "the server did not run on the torchtpu platform plugin"; exit 1; }
