@@ -76,9 +76,14 @@ from . import _printing  # noqa: E402
 
 _printing.install()
 
-# torch.compile(backend="tpu") finds torchtpu._dynamo through the torch_dynamo_backends entry
-# point, so `import torchtpu` does not pay for importing Dynamo. torch.compile(model) without a
-# backend reaches the same backend for graphs on tpu tensors (see _inductor_route).
+# backend="tpu" is in Dynamo's registry once torchtpu has loaded (a first torch.compile from
+# several threads at once must not race on the registry's entry-point lookup); the backend itself
+# is built at its first graph. torch.compile(model) without a backend reaches the same backend for
+# graphs on tpu tensors (see _inductor_route).
+from . import _compile_backend  # noqa: E402
+
+_compile_backend.install()
+
 from . import _inductor_route  # noqa: E402
 
 _inductor_route.install()

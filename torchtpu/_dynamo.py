@@ -12,6 +12,7 @@ import collections
 import itertools
 import logging
 import operator
+import threading
 import weakref
 from typing import Any
 
@@ -593,23 +594,30 @@ def _make_backend():
 
 _table: dict | None = None
 _backend = None
+# Threads that compile their first graph at once build the table and the backend once.
+_build_lock = threading.Lock()
 
 
 def decomposition_table() -> dict:
     """The one decomposition table of backend="tpu" and torchtpu.compile_step (built once: the
     core ATen table takes 0.1-0.2 s to build the first time), with register_decomposition's ops."""
     global _table
-    if _table is None:
-        _table = _decompositions()
-    return _table
+    with _build_lock:
+        if _table is None:
+            _table = _decompositions()
+        return _table
 
 
 def __getattr__(name: str):
-    # `tpu_backend` (the torch_dynamo_backends entry point) is made at first use, with AOTAutograd.
+    # `tpu_backend` (what backend="tpu" calls, see torchtpu._compile_backend) is made at first
+    # use, with AOTAutograd.
     global _backend
     if name == "tpu_backend":
         if _backend is None:
-            _backend = _make_backend()
+            made = _make_backend()  # takes _build_lock itself (the decomposition table)
+            with _build_lock:
+                if _backend is None:
+                    _backend = made
         return _backend
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
@@ -619,13 +627,6 @@ def register_decomposition(op, fn) -> None:
     torchtpu.compile_step's (torchtpu.jax_op's ops become torchtpu::stablehlo_call, which the
     lowering table inlines)."""
     decomposition_table()[op] = fn
-
-
-def register() -> None:
-    from torch._dynamo.backends.registry import _BACKENDS, register_backend
-
-    if "tpu" not in _BACKENDS:
-        register_backend(name="tpu")(__getattr__("tpu_backend"))
 
 
 def graph_metrics() -> dict:
