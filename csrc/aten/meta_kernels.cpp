@@ -159,7 +159,30 @@ at::Tensor binomial_meta(const at::Tensor& count, const at::Tensor& prob,
   return at::empty_like(count, at::MemoryFormat::Contiguous);
 }
 
+// _grid_sampler_2d_cpu_fallback (lowered as grid_sampler_2d in lowering/grid_sample.cpp): PyTorch's
+// only kernel for it is CompositeExplicitAutograd and reads memory, so meta tensors had none.
+// (N, C, H, W) input and (N, H_out, W_out, 2) grid give (N, C, H_out, W_out), as the CPU's.
+at::Tensor grid_sampler_2d_cpu_fallback_meta(const at::Tensor& input, const at::Tensor& grid,
+                                             int64_t, int64_t, bool) {
+  TORCH_CHECK(input.dim() == 4 && grid.dim() == 4 && grid.size(3) == 2,
+              "_grid_sampler_2d_cpu_fallback: expected a 4-D input and a (N, H, W, 2) grid, got ",
+              input.sizes(), " and ", grid.sizes());
+  return at::empty({input.size(0), input.size(1), grid.size(1), grid.size(2)},
+                   input.options().device(c10::kMeta));
+}
+
+std::tuple<at::Tensor, at::Tensor> grid_sampler_2d_cpu_fallback_backward_meta(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& grid, int64_t,
+    int64_t, bool) {
+  (void)grad_output;
+  return {at::empty_like(input, at::MemoryFormat::Contiguous),
+          at::empty_like(grid, at::MemoryFormat::Contiguous)};
+}
+
 TORCH_LIBRARY_IMPL(aten, Meta, m) {
+  m.impl("_grid_sampler_2d_cpu_fallback", TORCH_FN(grid_sampler_2d_cpu_fallback_meta));
+  m.impl("_grid_sampler_2d_cpu_fallback_backward",
+         TORCH_FN(grid_sampler_2d_cpu_fallback_backward_meta));
   m.impl("_sample_dirichlet", TORCH_FN(sample_dirichlet_meta));
   m.impl("binomial", TORCH_FN(binomial_meta));
   m.impl("_ctc_loss_backward", &ctc_backward_meta);

@@ -8,6 +8,7 @@
 #include <functional>
 #include <limits>
 #include <string>
+#include <utility>
 
 #include "lowering/common.h"
 #include "lowering/elementwise_util.h"
@@ -105,6 +106,46 @@ UnaryFn trig(Trig f) {
     }
     return make_complex(b, re, im, z.dtype());
   };
+}
+
+// atanh of x + iy as its two parts, by C99 Annex G (what the CPU's std::atanh, glibc's catanh,
+// returns; Python's cmath follows the same table). atanh is odd and conj-symmetric, so it is
+// evaluated at |x| + i|y| and each part takes its input part's sign bit: zeros, the side of the
+// branch cut (|x| > 1 with y = +-0) and NaN-signed inputs come out as glibc's. XLA's chlo.atanh
+// gives the finite values there; the infinite and NaN inputs follow the standard's table, where
+// XLA made NaN or the wrong limit of most of them (atanh(NaN + inf j) is +-0 + pi/2 j).
+std::pair<Value, Value> complex_atanh(FunctionBuilder& b, Value x, Value y, ElementType ct) {
+  Value ax = b.unary("stablehlo.abs", x), ay = b.unary("stablehlo.abs", y);
+  Value w = b.unary("chlo.atanh", make_complex(b, ax, ay, ct));
+  Value wr = real_part(b, w), wi = imag_part(b, w);
+  Value zero = cst(b, 0, wr), half_pi = cst(b, M_PI / 2, wr);
+  Value nan = cst(b, std::numeric_limits<double>::quiet_NaN(), wr);
+  Value x_inf = is_inf(b, ax), y_inf = is_inf(b, ay);
+  Value x_nan = is_nan(b, ax), y_nan = is_nan(b, ay);
+  Value x_zero = cmp(b, ax, zero, CompareDirection::kEQ);
+  // catanh(x + i inf) = +0 + i pi/2 for any x (NaN too); catanh(inf + iy) = +0 + i pi/2 for
+  // finite y; catanh(inf + i NaN) = +0 + i NaN; catanh(+0 + i NaN) = +0 + i NaN; any other NaN
+  // part gives NaN + i NaN.
+  Value to_half_pi = lor(b, y_inf, land(b, x_inf, lnot(b, y_nan)));
+  Value any_nan = lor(b, x_nan, y_nan);
+  Value re = b.select(any_nan, nan, wr);
+  re = b.select(lor(b, lor(b, y_inf, x_inf), land(b, x_zero, y_nan)), zero, re);
+  Value im = b.select(any_nan, nan, wi);
+  im = b.select(to_half_pi, half_pi, im);
+  return {copy_sign(b, re, x), copy_sign(b, im, y)};
+}
+
+Value atanh_fn(FunctionBuilder& b, Value z) {
+  if (!shlo::is_complex(z.dtype())) return b.unary("chlo.atanh", z);
+  auto [re, im] = complex_atanh(b, real_part(b, z), imag_part(b, z), z.dtype());
+  return make_complex(b, re, im, z.dtype());
+}
+
+// atan z = -i atanh(iz), with iz = -y + ix: atanh(-y + ix) = u + iv gives atan z = v - iu.
+Value atan_fn(FunctionBuilder& b, Value z) {
+  if (!shlo::is_complex(z.dtype())) return b.unary("chlo.atan", z);
+  auto [u, v] = complex_atanh(b, b.neg(imag_part(b, z)), real_part(b, z), z.dtype());
+  return make_complex(b, v, b.neg(u), z.dtype());
 }
 
 // Exact on floats and the identity on integers and bool (floor, ceil, round, trunc).
@@ -306,16 +347,14 @@ TORCHTPU_LOWERING("aten::asin", float_math(signed_zero_cut(unary_fn("chlo.asin")
                   kComplex);
 TORCHTPU_LOWERING("aten::acos", float_math(signed_zero_cut(unary_fn("chlo.acos"), Cut::kRealAxis)),
                   kComplex);
-TORCHTPU_LOWERING("aten::atan", float_math(signed_zero_cut(unary_fn("chlo.atan"), Cut::kImagAxis)),
-                  kComplex);
+TORCHTPU_LOWERING("aten::atan", float_math(atan_fn), kComplex);
 TORCHTPU_LOWERING("aten::sinh", float_math(trig(Trig::kSinh)), kComplex);
 TORCHTPU_LOWERING("aten::cosh", float_math(trig(Trig::kCosh)), kComplex);
 TORCHTPU_LOWERING("aten::asinh",
                   float_math(signed_zero_cut(unary_fn("chlo.asinh"), Cut::kImagAxis)), kComplex);
 TORCHTPU_LOWERING("aten::acosh",
                   float_math(signed_zero_cut(unary_fn("chlo.acosh"), Cut::kRealAxis)), kComplex);
-TORCHTPU_LOWERING("aten::atanh",
-                  float_math(signed_zero_cut(unary_fn("chlo.atanh"), Cut::kRealAxis)), kComplex);
+TORCHTPU_LOWERING("aten::atanh", float_math(atanh_fn), kComplex);
 TORCHTPU_LOWERING("aten::erf", float_math(erf_accurate));
 TORCHTPU_LOWERING("aten::erfc", float_op("chlo.erfc"));
 TORCHTPU_LOWERING("aten::erfinv", float_op("chlo.erf_inv"));

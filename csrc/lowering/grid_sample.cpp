@@ -447,15 +447,18 @@ LoweringFn grid_sampler(int64_t nd) {
 }
 
 // grid_sampler_{2,3}d_backward(grad_output, input, grid, interpolation_mode, padding_mode,
-//                              align_corners, output_mask) -> (grad_input, grad_grid)
+//                              align_corners, output_mask) -> (grad_input, grad_grid), and
+// _grid_sampler_2d_cpu_fallback_backward, the same without output_mask (both gradients).
 LoweringFn grid_sampler_backward(int64_t nd) {
   return [nd](LoweringContext& ctx) -> std::vector<Value> {
     FunctionBuilder& b = ctx.b;
-    c10::List<bool> mask = ctx.arg(ctx.index_of("output_mask")).ivalue.toBoolList();
+    const bool has_mask = ctx.schema().arguments().size() > 6;
+    const bool want_input =
+        !has_mask || ctx.arg(ctx.index_of("output_mask")).ivalue.toBoolList().get(0);
     Value x = ctx.tensor(1), grid = ctx.tensor(2), go = ctx.tensor(0);
     std::vector<std::optional<Value>> r(2);
     if (x.type.numel() == 0 || grid.type.numel() == 0) {
-      if (mask.get(0)) r[0] = zeros(b, x.type);
+      if (want_input) r[0] = zeros(b, x.type);
       r[1] = zeros(b, grid.type);
       return masked_results(ctx, r);
     }
@@ -463,8 +466,8 @@ LoweringFn grid_sampler_backward(int64_t nd) {
     s.native_f64 = ctx.platform() != "tpu";
     std::vector<Value> g = setup(ctx, s, 1, nd);
     Value gout = b.transpose(b.reshape(b.convert(go, s.ct), {s.n, s.c, s.q}), {0, 2, 1});
-    Sampler::Result res = s.run(g, gout, mask.get(0));
-    if (mask.get(0)) {
+    Sampler::Result res = s.run(g, gout, want_input);
+    if (want_input) {
       r[0] = b.reshape(b.transpose(*res.gin, {0, 2, 1}), x.shape());
     }
     std::vector<Value> parts;
@@ -478,6 +481,12 @@ TORCHTPU_LOWERING("aten::grid_sampler_2d", grid_sampler(2));
 TORCHTPU_LOWERING("aten::grid_sampler_3d", grid_sampler(3));
 TORCHTPU_LOWERING("aten::grid_sampler_2d_backward", grid_sampler_backward(2));
 TORCHTPU_LOWERING("aten::grid_sampler_3d_backward", grid_sampler_backward(3));
+// PyTorch's reference form of the 2-D sampler (the CPU kernel's scalar loop, callable as
+// torch.ops.aten._grid_sampler_2d_cpu_fallback): a CompositeExplicitAutograd kernel that reads
+// the tensors' memory through host pointers, so on tpu it read no data and returned zeros.
+// Its results are grid_sampler_2d's, so it lowers to the same sampler.
+TORCHTPU_LOWERING("aten::_grid_sampler_2d_cpu_fallback", grid_sampler(2));
+TORCHTPU_LOWERING("aten::_grid_sampler_2d_cpu_fallback_backward", grid_sampler_backward(2));
 
 }  // namespace
 }  // namespace torchtpu::lowering

@@ -4,6 +4,7 @@
 #include <ATen/ops/_linalg_check_errors.h>
 
 #include "lowering/common.h"
+#include "lowering/elementwise_util.h"
 #include "lowering/lowering.h"
 
 namespace torchtpu::lowering {
@@ -15,6 +16,26 @@ struct DotSpec {
   std::vector<int64_t> lhs_batch, rhs_batch, lhs_contract, rhs_contract;
 };
 
+Value dot(FunctionBuilder& b, Value lhs, Value rhs, const DotSpec& s, const TensorType& t) {
+  return b.dot_general(lhs, rhs, s.lhs_batch, s.rhs_batch, s.lhs_contract, s.rhs_contract, t);
+}
+
+// A complex product as four real ones, re = re.re - im.im and im = re.im + im.re: the sum of the
+// textbook products (a + bi)(c + di) = (ac - bd) + (ad + bc)i over k, which the CPU's bmm, dot and
+// matmul loops compute, with the same infinities and NaNs (a sum holds NaN exactly when a term
+// does or both infinities appear, however it is grouped). XLA's own complex dot is another
+// algorithm per platform: on XLA:CPU a row holding inf gave nan+nanj where the CPU gives
+// inf+nanj ([[inf, 1+1j]] x [[1], [1]], issue 32).
+Value complex_product(FunctionBuilder& b, Value lhs, Value rhs, const DotSpec& s,
+                      const TensorType& out) {
+  TensorType part(shlo::complex_component(out.dtype), out.shape);
+  Value lr = ew::real_part(b, lhs), li = ew::imag_part(b, lhs);
+  Value rr = ew::real_part(b, rhs), ri = ew::imag_part(b, rhs);
+  Value re = b.sub(dot(b, lr, rr, s, part), dot(b, li, ri, s, part));
+  Value im = b.add(dot(b, lr, ri, s, part), dot(b, li, rr, s, part));
+  return ew::make_complex(b, re, im, out.dtype);
+}
+
 // lhs x rhs in the accumulation type of the result, with the result's shape.
 Value product(LoweringContext& ctx, Value lhs, Value rhs, const DotSpec& s) {
   const TensorType& out = ctx.out_type();
@@ -24,8 +45,8 @@ Value product(LoweringContext& ctx, Value lhs, Value rhs, const DotSpec& s) {
   ElementType in = shlo::is_float8(out.dtype) ? acc : out.dtype;
   lhs = ctx.b.convert(lhs, in);
   rhs = ctx.b.convert(rhs, in);
-  return ctx.b.dot_general(lhs, rhs, s.lhs_batch, s.rhs_batch, s.lhs_contract, s.rhs_contract,
-                           TensorType(acc, out.shape));
+  if (shlo::is_complex(out.dtype)) return complex_product(ctx.b, lhs, rhs, s, out);
+  return dot(ctx.b, lhs, rhs, s, TensorType(acc, out.shape));
 }
 
 const DotSpec kMM{{}, {}, {1}, {0}};

@@ -228,6 +228,23 @@ def test_process_stays_usable_after_float8_errors():
 # tpu keeps the operands float8 in one dot (f32 accumulation) and scales the product, as CUDA
 # does, so on random data the two differ by f32 rounding only; on data where every step is exact
 # (small integers, power-of-two scales) they must agree bit for bit, saturation included.
+#
+# The CPU has a second _scaled_mm, chosen by the processor: on a host with AMX (Intel Sapphire
+# Rapids and later) it runs oneDNN's fp8 matmul, which turns a float8_e4m3fn overflow into NaN and
+# checks its arguments with other messages ("Expected mat1 to be Float8 matrix got Float"); an AMD
+# host, or any host with oneDNN off, runs the emulation (issue 32: both float8 tests failed on an
+# Intel AMX host). So the CPU reference runs with oneDNN off (`cpu_scaled_mm`): the same code on
+# every host. tpu follows PyTorch's documented cast there: float -> float8_e4m3fn saturates to
+# +-448 (`torch.tensor([500.]).to(torch.float8_e4m3fn)` is 448 on every host), the conversion
+# CUDA's `.to()` uses as well; oneDNN's NaN is the outlier. test_scaled_mm_exact_matches_cpu_bitwise
+# also checks the overflow case against a float64 product and that documented cast.
+
+
+def cpu_scaled_mm(*args, **kw):
+    """The CPU's torch._scaled_mm as it runs on every host: its emulation, not oneDNN's fp8 path
+    (which only AMX hosts take, and which differs in overflow and in its error messages)."""
+    with torch.backends.mkldnn.flags(enabled=False):
+        return torch._scaled_mm(*args, **kw)
 
 SCALED_IN = [(torch.float8_e4m3fn, torch.float8_e4m3fn), (torch.float8_e4m3fn, torch.float8_e5m2),
              (torch.float8_e5m2, torch.float8_e4m3fn), (torch.float8_e5m2fnuz, torch.float8_e4m3fnuz)]
@@ -247,7 +264,7 @@ def scales(kind, m, n, g, exact=False):
 
 def scaled_mm_both(a, b, sa, sb, **kw):
     """torch._scaled_mm on the CPU and on tpu (tensor keyword arguments moved too)."""
-    cpu = torch._scaled_mm(a, b, sa, sb, **kw)
+    cpu = cpu_scaled_mm(a, b, sa, sb, **kw)
     dkw = {k: v.to("tpu") if isinstance(v, torch.Tensor) else v for k, v in kw.items()}
     dev = torch._scaled_mm(a.to("tpu"), b.to("tpu"), sa.to("tpu"), sb.to("tpu"), **dkw)
     return dev, cpu
@@ -282,6 +299,12 @@ def test_scaled_mm_exact_matches_cpu_bitwise(dtypes, kind, out_dtype):
         dev, cpu = scaled_mm_both(a, b, sa, sb, scale_result=torch.tensor(0.125),
                                   out_dtype=out_dtype)
         assert_same(dev, cpu)
+        # The same against a reference that does not depend on any CPU kernel: the product of
+        # small integers and powers of two is exact in float64 and in float32, so the result is
+        # PyTorch's documented float32 -> float8 cast of it (e4m3fn: saturating to +-448).
+        exact = ((a.double() * sa.double()) @ (b.double() * sb.double()) / 0.125).float()
+        assert exact.abs().max() > 448  # the case reaches e4m3fn's overflow
+        assert_same(dev, exact.to(out_dtype))
 
 
 @pytest.mark.usefixtures("no_cpu_fallback")
@@ -315,7 +338,7 @@ def test_scaled_mm_out_and_compiled_match_cpu():
     a = torch.randint(-4, 5, (16, 32), generator=g).to(torch.float8_e4m3fn)
     b = torch.randint(-4, 5, (32, 16), generator=g).to(torch.float8_e4m3fn)
     sa, sb = torch.tensor(0.25), torch.tensor(4.0)
-    want = torch._scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16)
+    want = cpu_scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16)
     out = torch.empty(0, device="tpu", dtype=torch.bfloat16)  # resized like the CPU's out=
     r = torch._scaled_mm(a.to("tpu"), b.to("tpu"), sa.to("tpu"), sb.to("tpu"),
                          out_dtype=torch.bfloat16, out=out)
@@ -323,7 +346,7 @@ def test_scaled_mm_out_and_compiled_match_cpu():
     assert_same(out, want)
     out32 = torch.empty(16, 16, device="tpu")  # no out_dtype: the result takes out's dtype
     torch._scaled_mm(a.to("tpu"), b.to("tpu"), sa.to("tpu"), sb.to("tpu"), out=out32)
-    assert_same(out32, torch._scaled_mm(a, b, sa, sb, out=torch.empty(16, 16)))
+    assert_same(out32, cpu_scaled_mm(a, b, sa, sb, out=torch.empty(16, 16)))
 
     def fn(a, b, sa, sb, bias):
         return torch._scaled_mm(a, b, sa, sb, bias=bias, out_dtype=torch.float32).relu()
@@ -331,11 +354,19 @@ def test_scaled_mm_out_and_compiled_match_cpu():
     bias = torch.randn(16, generator=g)
     compiled = torch.compile(fn, backend="tpu", fullgraph=True)
     args = [x.to("tpu") for x in (a, b, sa, sb, bias)]
-    torch.testing.assert_close(compiled(*args).cpu(), fn(a, b, sa, sb, bias))
+    with torch.backends.mkldnn.flags(enabled=False):  # the CPU reference of every host
+        want = fn(a, b, sa, sb, bias)
+    torch.testing.assert_close(compiled(*args).cpu(), want)
 
 
 def test_scaled_mm_bad_input_raises_like_cpu():
-    from conftest import assert_same_error
+    from conftest import assert_same_error as same_error
+
+    def assert_same_error(*args):
+        # The CPU's errors as every host raises them: an AMX host's oneDNN path checks its
+        # arguments with other messages (see cpu_scaled_mm).
+        with torch.backends.mkldnn.flags(enabled=False):
+            same_error(*args)
 
     a = torch.randint(-4, 5, (16, 32)).to(torch.float8_e4m3fn)
     b = torch.randint(-4, 5, (32, 16)).to(torch.float8_e4m3fn)
@@ -354,7 +385,7 @@ def test_scaled_mm_bad_input_raises_like_cpu():
                                     out_dtype=torch.bfloat16), a, b, one, one)
     # The process stays usable.
     r = mm(a.to("tpu"), b.to("tpu"), one.to("tpu"), one.to("tpu"), out_dtype=torch.float32)
-    assert_same(r, mm(a, b, one, one, out_dtype=torch.float32))
+    assert_same(r, cpu_scaled_mm(a, b, one, one, out_dtype=torch.float32))
 
 
 @pytest.mark.usefixtures("no_cpu_fallback")
@@ -480,7 +511,8 @@ def _fp8_linear(x, w, bias):
 def test_dynamic_float8_linear_eager_and_compiled_match_cpu():
     g = torch.Generator().manual_seed(5)
     x, w, b = (torch.randn(s, generator=g).to(torch.bfloat16) for s in ((32, 64), (48, 64), (48,)))
-    want = _fp8_linear(x, w, b)
+    with torch.backends.mkldnn.flags(enabled=False):  # see cpu_scaled_mm
+        want = _fp8_linear(x, w, b)
     args = [t.to("tpu") for t in (x, w, b)]
     # The same casts, scales and f32-accumulated products: equal to the CPU's within one bf16
     # rounding of the f32 result (here bit for bit).
