@@ -4,10 +4,14 @@
 // kernels check on every call, then run the op through the ordinary tpu kernel. Values that
 // live on the device are checked there instead (lowering/checks.h).
 #include <ATen/ATen.h>
+#include <ATen/MemoryOverlap.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "aten/boxed_kernel.h"
 #include "exec/executor.h"
@@ -140,7 +144,119 @@ void distribution_checked(const c10::OperatorHandle& op, torch::jit::Stack* stac
   tpu_boxed_kernel(op, stack);
 }
 
+// The convolution parameter checks of the CPU's at::_convolution (groups, then
+// check_shape_forward's padding, output_padding, stride, dilation), which aten::convolution's
+// tpu kernel skipped: negative padding was accepted, stride 0 raised ZeroDivisionError from the
+// meta kernel's shape arithmetic and dilation 0 failed in XLA's compiler (issue 32). A dilation of
+// 0 passes the CPU's check (it refuses negative ones) and is refused by whichever kernel the CPU
+// then picks, each in its own words ("dilation should be greater than zero, but got [0, 0]",
+// "non-positive dilation is not supported"); tpu says the first.
+void convolution_checked(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  auto weight = arg_named(op, *stack, "weight");
+  const int64_t nd = weight && weight->isTensor() ? weight->toTensor().dim() - 2 : 0;
+  auto ints = [&](const char* name) {
+    std::vector<int64_t> v = arg_named(op, *stack, name)->toIntVector();
+    if (v.size() == 1 && nd > 1) v.assign(static_cast<size_t>(nd), v[0]);
+    return v;
+  };
+  auto any = [](const std::vector<int64_t>& v, bool (*bad)(int64_t)) {
+    return std::any_of(v.begin(), v.end(), bad);
+  };
+  TORCH_CHECK(arg_named(op, *stack, "groups")->toInt() > 0, "non-positive groups is not supported");
+  TORCH_CHECK(!any(ints("padding"), [](int64_t x) { return x < 0; }),
+              "negative padding is not supported");
+  TORCH_CHECK(!any(ints("output_padding"), [](int64_t x) { return x < 0; }),
+              "negative output_padding is not supported");
+  TORCH_CHECK(!any(ints("stride"), [](int64_t x) { return x <= 0; }),
+              "non-positive stride is not supported");
+  std::vector<int64_t> dilation = ints("dilation");
+  TORCH_CHECK(!any(dilation, [](int64_t x) { return x <= 0; }),
+              "dilation should be greater than zero, but got ", c10::IntArrayRef(dilation));
+  tpu_boxed_kernel(op, stack);
+}
+
+// The tensor a call writes: `out` for out= forms, else `self` (in-place forms).
+at::Tensor written_tensor(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
+  auto out = arg_named(op, stack, "out");
+  if (out && out->isTensor()) return out->toTensor();
+  return arg_named(op, stack, "self")->toTensor();
+}
+
+// Inputs that the written tensor must not overlap, as the CPU's kernels assert (at::
+// assert_no_overlap: "unsupported operation: some elements of the input tensor and the
+// written-to tensor refer to a single memory location"); on tpu the op read the written tensor
+// as it was and returned a result the CPU refuses to compute (torch.gather(x, 1, i, out=x)).
+// `self` may be the written tensor of scatter/index_add/index_copy (their out= is self's
+// update); gather's index may be it exactly, not in part.
+void overlap_checked(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const std::string& name = op.schema().name();
+  const at::Tensor written = written_tensor(op, *stack);
+  auto no_overlap = [&](const char* arg) {
+    auto v = arg_named(op, *stack, arg);
+    if (!v) return;
+    if (v->isTensor() && v->toTensor().defined()) {
+      at::assert_no_overlap(written, v->toTensor());
+    } else if (v->isTensorList()) {
+      for (const at::Tensor& t : v->toTensorVector()) at::assert_no_overlap(written, t);
+    }
+  };
+  if (name == "aten::gather") {
+    no_overlap("self");
+    at::assert_no_partial_overlap(written, arg_named(op, *stack, "index")->toTensor());
+  } else if (name == "aten::index_select" || name == "aten::take") {
+    no_overlap("self");
+    no_overlap("index");
+  } else if (name == "aten::cat") {
+    no_overlap("tensors");
+  } else {  // scatter, scatter_add, scatter_reduce, index_add, index_copy, put_
+    no_overlap("index");
+    no_overlap("src");
+    no_overlap("source");
+  }
+  tpu_boxed_kernel(op, stack);
+}
+
+// masked_scatter with a mask that is not bool: the CPU refuses uint8 masks too (after a
+// deprecation warning), where PyTorch's meta kernel, which tpu sized the op with, accepts them
+// ("Mask must be bool or uint8").
+void masked_scatter_checked(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const at::Tensor mask = arg_named(op, *stack, "mask")->toTensor();
+  TORCH_CHECK(mask.scalar_type() == at::kBool,
+              "masked_scatter_ only supports boolean masks, but got mask with dtype ",
+              mask.scalar_type());
+  tpu_boxed_kernel(op, stack);
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  for (const char* name : {"convolution", "convolution_overrideable"}) {
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&convolution_checked>());
+  }
+  for (const char* name : {"gather.out",
+                           "index_select.out",
+                           "take.out",
+                           "cat.out",
+                           "scatter.src_out",
+                           "scatter.value_out",
+                           "scatter.reduce_out",
+                           "scatter.value_reduce_out",
+                           "scatter_.src",
+                           "scatter_.value",
+                           "scatter_.reduce",
+                           "scatter_.value_reduce",
+                           "scatter_add.out",
+                           "scatter_add_",
+                           "scatter_reduce.two_out",
+                           "scatter_reduce_.two",
+                           "index_add.out",
+                           "index_add_",
+                           "index_copy.out",
+                           "index_copy_",
+                           "put_"}) {
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&overlap_checked>());
+  }
+  for (const char* name : {"masked_scatter", "masked_scatter_", "masked_scatter.out"}) {
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&masked_scatter_checked>());
+  }
   // Every op whose distribution parameters travel at run time (exec/call_state.h's
   // is_runtime_number): the program cannot check a value it only receives.
   for (const char* name :

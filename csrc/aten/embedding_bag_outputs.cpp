@@ -1,6 +1,6 @@
 // _embedding_bag's extra outputs (offset2bag, bag_size, max_indices) as the CPU kernel returns
 // them. PyTorch's meta kernel sizes them one way for every mode; the CPU kernel fills them per
-// mode: for "sum" an empty offset2bag (unless padding_idx is set) and zeros for bag_size and
+// mode: for "sum" an empty offset2bag (on its fast path, see cpu_fast_path) and zeros for bag_size and
 // max_indices; for "mean" max_indices is a copy of bag_size; for "max" an empty bag's index is 0.
 // Our backward lowerings recompute the bags from the offsets and read only max_indices and
 // bag_size (mode "max"), so the CPU's forms feed them as well; code that reads these outputs (a
@@ -17,6 +17,22 @@ namespace {
 
 constexpr int64_t kSum = 0, kMean = 1;
 
+// Whether the CPU sums the bags on its fast path (is_fast_path in EmbeddingBag.cpp), the one
+// case where its "sum" mode leaves offset2bag empty: a float, half or bfloat16 weight with
+// unit stride along the embedding, per-sample weights (if any) with unit stride, and no
+// padding_idx. Otherwise offset2bag holds each index's bag, as the lowering computes it (a
+// float64 or transposed weight gave (0,) on tpu where the CPU gives one entry per index).
+bool cpu_fast_path(const at::Tensor& weight, const c10::IValue& per_sample_weights,
+                   int64_t padding_idx) {
+  const at::ScalarType t = weight.scalar_type();
+  bool fast = (t == at::kFloat || t == at::kHalf || t == at::kBFloat16) && weight.stride(1) == 1 &&
+              padding_idx < 0;
+  if (fast && per_sample_weights.isTensor() && per_sample_weights.toTensor().defined()) {
+    fast = per_sample_weights.toTensor().stride(0) == 1;
+  }
+  return fast;
+}
+
 void embedding_bag_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   torch::jit::Stack& s = *stack;
   const size_t first = s.size() - op.schema().arguments().size();
@@ -24,6 +40,8 @@ void embedding_bag_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stac
   //  include_last_offset, padding_idx)
   const int64_t mode = s[first + 4].toInt();
   const int64_t padding_idx = s[first + 8].isNone() ? -1 : s[first + 8].toInt();
+  const bool fast_path = cpu_fast_path(s[first].toTensor(), s[first + 6], padding_idx);
+  const int64_t n_offsets = s[first + 2].toTensor().numel();
   tpu_boxed_kernel(op, stack);
   const size_t r = s.size() - 4;
   const at::Tensor out = s[r].toTensor();
@@ -31,9 +49,11 @@ void embedding_bag_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stac
   const bool forward_only = op.schema().name() == "aten::_embedding_bag_forward_only";
   if (mode == kSum) {
     // _embedding_bag_forward_only sizes them like offsets (one more with include_last_offset).
-    const int64_t n = forward_only ? s[first + 2].toTensor().numel() : count;
+    const int64_t n = forward_only ? n_offsets : count;
     at::Tensor zeros = at::zeros({n}, out.options().dtype(s[r + 2].toTensor().scalar_type()));
-    if (padding_idx < 0) s[r + 1] = at::empty({0}, s[r + 1].toTensor().options());
+    if (fast_path) {
+      s[r + 1] = at::empty({0}, s[r + 1].toTensor().options());
+    }
     s[r + 2] = zeros;
     s[r + 3] = zeros.clone();
   } else if (mode == kMean) {

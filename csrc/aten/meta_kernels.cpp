@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 namespace torchtpu::aten {
@@ -179,7 +180,20 @@ std::tuple<at::Tensor, at::Tensor> grid_sampler_2d_cpu_fallback_backward_meta(
           at::empty_like(grid, at::MemoryFormat::Contiguous)};
 }
 
+// convolution_overrideable (lowered as aten::convolution, lowering/conv.cpp), where
+// aten::_convolution sends tpu tensors: its only kernel is CompositeExplicitAutograd's "not
+// implemented", so meta tensors had none. It is aten::convolution with the same arguments.
+at::Tensor convolution_overrideable_meta(const at::Tensor& input, const at::Tensor& weight,
+                                         const std::optional<at::Tensor>& bias,
+                                         c10::SymIntArrayRef stride, c10::SymIntArrayRef padding,
+                                         c10::SymIntArrayRef dilation, bool transposed,
+                                         c10::SymIntArrayRef output_padding, c10::SymInt groups) {
+  return at::convolution_symint(input, weight, bias, stride, padding, dilation, transposed,
+                                output_padding, std::move(groups));
+}
+
 TORCH_LIBRARY_IMPL(aten, Meta, m) {
+  m.impl("convolution_overrideable", TORCH_FN(convolution_overrideable_meta));
   m.impl("_grid_sampler_2d_cpu_fallback", TORCH_FN(grid_sampler_2d_cpu_fallback_meta));
   m.impl("_grid_sampler_2d_cpu_fallback_backward",
          TORCH_FN(grid_sampler_2d_cpu_fallback_backward_meta));

@@ -38,6 +38,12 @@ void multinomial_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack)
   TORCH_CHECK(at::isFloatingType(self.scalar_type()),
               "multinomial: multinomial only supports floating-point dtypes for input, got: ",
               self.scalar_type());
+  // The out= form writes int64 indices only (tpu wrote them into a float out as floats).
+  if (op.schema().overload_name() == "out") {
+    const at::Tensor out = args[args.size() - 1].toTensor();
+    TORCH_CHECK(out.scalar_type() == at::kLong,
+                "multinomial expects Long tensor out, got: ", out.scalar_type());
+  }
   TORCH_CHECK(k > 0, "multinomial: cannot sample n_sample <= 0 samples");
   int64_t n = self.size(-1);
   TORCH_CHECK(replacement || k <= n,

@@ -6,6 +6,8 @@
 // into the out tensors, resized like the CPU's resize_output; a result the functional form leaves
 // undefined (output_mask off) leaves its out tensor untouched.
 //
+// im2col.out and col2im.out run their functional form here too: see their registration.
+//
 // Out= overloads whose functional form is native but has no lowering-table entry of its own
 // (a composite, or a tpu kernel with a data-dependent shape), so the generic out= path found
 // nothing to lower and they took the CPU fallback (issue 18): narrow_copy.out and
@@ -113,6 +115,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
          torch::CppFunction::makeFromBoxedFunction<&out_via_functional>());
   m.impl("_adaptive_avg_pool3d_backward.out",
          torch::CppFunction::makeFromBoxedFunction<&out_via_functional>());
+  // The CPU's im2col/col2im read their input before resizing the output, so out= may be the
+  // input itself (F.unfold's out); the generic out= path resized the out tensor, and with it the
+  // aliased input, before building the program, which then failed (issue 32).
+  m.impl("im2col.out", torch::CppFunction::makeFromBoxedFunction<&out_via_functional>());
+  m.impl("col2im.out", torch::CppFunction::makeFromBoxedFunction<&out_via_functional>());
 }
 
 }  // namespace

@@ -374,6 +374,10 @@ std::vector<Value> lower_convolution_backward(LoweringContext& ctx) {
 }
 
 TORCHTPU_LOWERING("aten::convolution", lower_convolution);
+// PyTorch's convolution entry for out-of-tree devices: aten::_convolution called directly (not
+// through aten::convolution, which tpu lowers itself) runs the CPU's argument checks and then
+// dispatches here; without an entry it raised "convolution_overrideable not implemented".
+TORCHTPU_LOWERING("aten::convolution_overrideable", lower_convolution);
 TORCHTPU_LOWERING("aten::convolution_backward", lower_convolution_backward);
 
 }  // namespace
