@@ -144,8 +144,20 @@ def _quiesce_autograd_device_threads() -> None:
         pass
 
 
+def _finish_async_work() -> None:
+    """At exit, after every other torchtpu exit hook (atexit runs hooks last-registered first,
+    and the autograd quiesce below launches ops): wait for the compiles and launches still in
+    flight, before exit() destroys the PJRT plugin's static objects under them (a process that
+    exited with a compile still running died of SIGABRT/SIGSEGV, issue 32)."""
+    try:
+        _C._finish_async_work_for_exit()
+    except Exception:  # at exit, never turn a clean shutdown into an error
+        pass
+
+
 import atexit  # noqa: E402
 
+atexit.register(_finish_async_work)
 atexit.register(_quiesce_autograd_device_threads)
 
 

@@ -1,8 +1,8 @@
 // _embedding_bag's extra outputs (offset2bag, bag_size, max_indices) as the CPU kernel returns
 // them. PyTorch's meta kernel sizes them one way for every mode; the CPU kernel fills them per
-// mode: for "sum" an empty offset2bag (on its fast path, see cpu_fast_path) and zeros for bag_size and
-// max_indices; for "mean" max_indices is a copy of bag_size; for "max" an empty bag's index is 0.
-// Our backward lowerings recompute the bags from the offsets and read only max_indices and
+// mode: for "sum" an empty offset2bag (on its fast path, see cpu_fast_path) and zeros for bag_size
+// and max_indices; for "mean" max_indices is a copy of bag_size; for "max" an empty bag's index is
+// 0. Our backward lowerings recompute the bags from the offsets and read only max_indices and
 // bag_size (mode "max"), so the CPU's forms feed them as well; code that reads these outputs (a
 // conformance suite did) sees the CPU's shapes and values. Eager only: compiled graphs keep the
 // meta kernel's shapes, as their fake tensors do.

@@ -6,6 +6,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -123,6 +124,49 @@ inline int64_t reduced_count(const Value& x, const std::vector<int64_t>& dims) {
   int64_t n = 1;
   for (int64_t d : dims) n *= x.shape()[static_cast<size_t>(d)];
   return n;
+}
+
+// ---- statistics ----
+
+// The mean of `x` over `dims` and x's deviations from it, accurate when the mean is large
+// against the spread (the shifted-data algorithm): each group is summed as x - K, K its first
+// element, so the sum holds deviations instead of n copies of the offset, whose float32
+// rounding made batch norm's mean (and its output) up to 8x less accurate than the CPU's
+// (issue 32: x = 1000 + randn). x - K is exact when x and K are within a factor of two, and the
+// deviations are (x - K) - mean(x - K), never x minus a rounded mean. A non-finite K would make
+// every deviation inf or NaN: such a group is not shifted, which keeps the plain two-pass
+// results of inf and NaN inputs. Variances are sums of dev^2 (two-pass on the shifted data).
+struct Centered {
+  Value mean;  // reduced over dims
+  Value dev;   // x - mean, at x's shape
+};
+
+inline Centered center(FunctionBuilder& b, Value x, const std::vector<int64_t>& dims) {
+  const std::vector<int64_t>& shape = x.shape();
+  std::vector<int64_t> kept, kept_shape;
+  for (int64_t i = 0; i < x.rank(); ++i) {
+    if (std::find(dims.begin(), dims.end(), i) != dims.end()) continue;
+    kept.push_back(i);
+    kept_shape.push_back(shape[static_cast<size_t>(i)]);
+  }
+  auto back = [&](Value r) { return b.broadcast_in_dim(r, shape, kept); };
+  const int64_t n = reduced_count(x, dims);
+  Value shift = b.broadcast_to(b.constant(0, TensorType(x.dtype(), {})), kept_shape);
+  if (n > 0) {
+    std::vector<int64_t> limit = shape;
+    for (int64_t d : dims) limit[static_cast<size_t>(d)] = 1;
+    Value first = b.reshape(b.slice(x, std::vector<int64_t>(shape.size(), 0), limit,
+                                    std::vector<int64_t>(shape.size(), 1)),
+                            kept_shape);
+    Value finite = shlo::is_complex(x.dtype()) ? land(b, shlo::is_finite(b, shlo::real(b, first)),
+                                                      shlo::is_finite(b, shlo::imag(b, first)))
+                                               : shlo::is_finite(b, first);
+    shift = b.select(finite, first, shift);
+  }
+  Value d = b.sub(x, back(shift));
+  Value sum = b.reduce_simple(d, b.constant(0, TensorType(x.dtype(), {})), dims, "stablehlo.add");
+  Value m = b.div(sum, cst(b, static_cast<double>(n), sum));  // 0/0 = NaN for an empty group
+  return {b.add(shift, m), b.sub(d, back(m))};
 }
 
 }  // namespace torchtpu::lowering

@@ -1,6 +1,8 @@
-// Batch, layer and group normalization, forward and backward. Statistics are two-pass
-// (mean, then the mean of squared deviations) in f32 for half-precision inputs, like the CPU
-// kernels' opmath; results are converted to the dtypes PyTorch's meta kernels give.
+// Batch, layer and group normalization, forward and backward. Statistics are two-pass on
+// shifted data (common.h's center: the mean of x - K, K one element of each group, then the mean
+// of squared deviations), in f32 for half-precision inputs like the CPU kernels' opmath, so
+// they keep their accuracy when a channel's mean is large against its spread; results are
+// converted to the dtypes PyTorch's meta kernels give.
 //
 // Backward formulas (xhat = (x - mean) * rstd, g = grad_out * weight, means over the
 // normalized elements of each group):
@@ -34,16 +36,15 @@ Value back(FunctionBuilder& b, Value reduced, const std::vector<int64_t>& shape,
 
 struct Stats {
   Value mean, var;  // reduced over dims (biased variance)
+  Value dev;        // x - mean at x's shape (common.h's center: accurate at large means)
 };
 
 Stats moments(FunctionBuilder& b, Value x, const std::vector<int64_t>& dims) {
   double n = static_cast<double>(reduced_count(x, dims));
-  Value mean = sum(b, x, dims);
-  mean = b.div(mean, cst(b, n, mean));
-  Value d = b.sub(x, back(b, mean, x.shape(), dims));
-  Value var = sum(b, b.mul(d, d), dims);
+  Centered c = center(b, x, dims);
+  Value var = sum(b, b.mul(c.dev, c.dev), dims);
   var = b.div(var, cst(b, n, var));
-  return {mean, var};
+  return {c.mean, var, c.dev};
 }
 
 Value rsqrt_eps(FunctionBuilder& b, Value var, double eps) {
@@ -82,9 +83,11 @@ std::vector<Value> batch_norm(LoweringContext& ctx, const BatchNormArgs& a, bool
   std::vector<int64_t> dims = batch_norm_dims(x);
   std::vector<Value> r;
   Value mean, invstd;
+  std::optional<Value> dev;  // training: x - mean, from the statistics' own pass
   if (a.training) {
     Stats s = moments(b, x, dims);
     mean = s.mean;
+    dev = s.dev;
     invstd = rsqrt_eps(b, s.var, a.eps);
     if (update) {
       double n = static_cast<double>(reduced_count(x, dims));
@@ -105,14 +108,26 @@ std::vector<Value> batch_norm(LoweringContext& ctx, const BatchNormArgs& a, bool
     mean = b.convert(ctx.tensor(a.running_mean), acc);
     invstd = rsqrt_eps(b, b.convert(ctx.tensor(a.running_var), acc), a.eps);
   }
-  // y = x * alpha + beta with alpha = invstd * weight and beta = bias - mean * alpha per
-  // channel, as the CPU kernels transform the input: the same NaNs come out (a zero variance
-  // with eps = 0 makes alpha inf and beta NaN for every element of the channel).
+  // Evaluation: y = x * alpha + beta with alpha = invstd * weight and beta = bias - mean * alpha
+  // per channel, as the CPU kernels transform the input. Training: y = (x - mean) * alpha + bias
+  // from the deviations the statistics were computed with, which keeps its accuracy at large
+  // means (x * alpha - mean * alpha cancels there). Either way the same NaNs come out as on the
+  // CPU: a zero variance with eps = 0 makes alpha inf and every deviation 0, NaN throughout.
   Value alpha = invstd;
   if (!ctx.is_none(a.weight)) alpha = b.mul(alpha, b.convert(ctx.tensor(a.weight), acc));
-  Value beta = b.neg(b.mul(mean, alpha));
-  if (!ctx.is_none(a.bias)) beta = b.sub(b.convert(ctx.tensor(a.bias), acc), b.mul(mean, alpha));
-  Value y = b.add(b.mul(x, back(b, alpha, x.shape(), dims)), back(b, beta, x.shape(), dims));
+  Value y;
+  if (dev) {
+    y = b.mul(*dev, back(b, alpha, x.shape(), dims));
+    if (!ctx.is_none(a.bias)) {
+      y = b.add(y, back(b, b.convert(ctx.tensor(a.bias), acc), x.shape(), dims));
+    }
+  } else {
+    Value beta = b.neg(b.mul(mean, alpha));
+    if (!ctx.is_none(a.bias)) {
+      beta = b.sub(b.convert(ctx.tensor(a.bias), acc), b.mul(mean, alpha));
+    }
+    y = b.add(b.mul(x, back(b, alpha, x.shape(), dims)), back(b, beta, x.shape(), dims));
+  }
   std::vector<Value> out{coerce(b, y, ctx.out_type(0)), coerce(b, mean, ctx.out_type(1)),
                          coerce(b, invstd, ctx.out_type(2))};
   for (size_t i = 0; i < r.size(); ++i) {
@@ -175,6 +190,24 @@ std::vector<Value> lower_batch_norm_no_update(LoweringContext& ctx) {
   BatchNormArgs a{1, 2, 3, 4, !stats, ctx.double_arg(5), ctx.double_arg(6)};
   std::vector<Value> r = batch_norm(ctx, a, false);
   r.push_back(empty_reserve(ctx, 3));
+  return r;
+}
+
+// torchtpu::batch_norm(input, weight?, bias?, running_mean?, running_var?, training, momentum,
+// eps) -> (out, save_mean, save_invstd, running_mean_out, running_var_out): every batch-norm
+// form's eager forward (aten/batch_norm.cpp), typed by its meta kernel there with the CPU's
+// dtypes. Without running statistics the last two are empty; in evaluation they are the given
+// ones.
+std::vector<Value> lower_tpu_batch_norm(LoweringContext& ctx) {
+  BatchNormArgs a{1, 2, 3, 4, ctx.bool_arg(5), ctx.double_arg(6), ctx.double_arg(7)};
+  const bool running = !ctx.is_none(3) && !ctx.is_none(4);
+  std::vector<Value> r = batch_norm(ctx, a, a.training && running);
+  if (r.size() == 3) {
+    for (size_t i : {size_t{3}, size_t{4}}) {
+      r.push_back(running ? coerce(ctx.b, ctx.tensor(i), ctx.out_type(i))
+                          : zeros(ctx.b, ctx.out_type(i)));
+    }
+  }
   return r;
 }
 
@@ -257,7 +290,7 @@ std::vector<Value> lower_layer_norm(LoweringContext& ctx) {
   std::vector<int64_t> dims = trailing_dims(x, k);
   Stats s = moments(b, x, dims);
   Value rstd = rsqrt_eps(b, s.var, ctx.double_arg(4));
-  Value y = b.mul(b.sub(x, back(b, s.mean, x.shape(), dims)), back(b, rstd, x.shape(), dims));
+  Value y = b.mul(s.dev, back(b, rstd, x.shape(), dims));
   if (auto w = trailing(ctx, 2, acc, x.shape(), k)) y = b.mul(y, *w);
   if (auto bias = trailing(ctx, 3, acc, x.shape(), k)) y = b.add(y, *bias);
   return {coerce(b, y, ctx.out_type(0)),
@@ -315,7 +348,7 @@ std::vector<Value> lower_group_norm(LoweringContext& ctx) {
   Value x = b.reshape(b.convert(x_in, acc), {n, g, c / g, hw});
   Stats s = moments(b, x, {2, 3});
   Value rstd = rsqrt_eps(b, s.var, ctx.double_arg(7));
-  Value y = b.mul(b.sub(x, back(b, s.mean, x.shape(), {2, 3})), back(b, rstd, x.shape(), {2, 3}));
+  Value y = b.mul(s.dev, back(b, rstd, x.shape(), {2, 3}));
   y = b.reshape(y, {n, c, hw});
   if (auto w = channel(ctx, 1, acc, y.shape(), 1)) y = b.mul(y, *w);
   if (auto bias = channel(ctx, 2, acc, y.shape(), 1)) y = b.add(y, *bias);
@@ -366,6 +399,7 @@ TORCHTPU_LOWERING("aten::_native_batch_norm_legit.no_stats", lower_batch_norm_no
 TORCHTPU_LOWERING("aten::_batch_norm_with_update_functional",
                   lower_batch_norm_with_update_functional);
 TORCHTPU_LOWERING("aten::_batch_norm_no_update", lower_batch_norm_no_update);
+TORCHTPU_LOWERING("torchtpu::batch_norm", lower_tpu_batch_norm);
 TORCHTPU_LOWERING("aten::native_batch_norm_backward", lower_batch_norm_backward);
 // Same arguments up to output_mask (save_var holds the inverse std, update means training).
 TORCHTPU_LOWERING("aten::batch_norm_backward", lower_batch_norm_backward);

@@ -259,9 +259,10 @@ std::pair<Value, Value> var_mean_impl(LoweringContext& ctx, bool take_sqrt) {
   Value x = b.convert(x0, complex ? shlo::complex_of(acc) : acc);
   TensorType s(acc, {});
   double n = static_cast<double>(reduced_count(x, dims));
-  Value sum = reduce_sum(b, x, dims);
-  Value mean = b.div(sum, b.constant(n, sum.type));
-  Value diff = b.sub(x, broadcast_back(b, mean, x.shape(), dims));
+  // Two-pass on shifted data (common.h's center), as accurate as the CPU's Welford when the
+  // mean is large against the spread.
+  Centered c = center(b, x, dims);
+  Value mean = c.mean, diff = c.dev;
   Value sq = complex ? b.add(b.mul(ew::real_part(b, diff), ew::real_part(b, diff)),
                              b.mul(ew::imag_part(b, diff), ew::imag_part(b, diff)))
                      : b.mul(diff, diff);

@@ -169,6 +169,17 @@ PYBIND11_MODULE(_C, m) {
   // Compiles off the critical path (runtime/compile_pool.h): whether they are on, and test hooks.
   m.def("_async_compile", &runtime::async_compile);
   m.def("_hold_compiles", &runtime::hold_compiles, py::arg("hold"));
+  // torchtpu's last Python atexit hook: no compile or launch may still run inside the plugin
+  // when exit() destroys its statics (runtime/compile_pool.h).
+  m.def(
+      "_finish_async_work_for_exit",
+      [] {
+        // A forked child has none of the parent's threads to wait for.
+        if (!runtime::is_initialized() || runtime::in_bad_fork()) return;
+        runtime::finish_compiles_for_exit();
+        runtime::wait_for_launch_queues();
+      },
+      py::call_guard<py::gil_scoped_release>());
   m.def("_fail_next_compiles", &runtime::fail_next_compiles, py::arg("n") = 1);
   m.def("_compiles_in_flight", &runtime::compiles_in_flight);
   // Whether a tpu tensor's data is still to come: its program is compiling or queued.

@@ -1,5 +1,6 @@
 #include "runtime/compile_pool.h"
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdlib>
 #include <deque>
@@ -28,6 +29,9 @@ Pool& pool() {
   static Pool* p = new Pool;
   return *p;
 }
+
+// Set by finish_compiles_for_exit: compiles run on the submitting thread from then on.
+std::atomic<bool> exiting{false};
 
 size_t max_threads() {
   static const size_t n = [] {
@@ -69,6 +73,10 @@ bool async_compile() {
 }
 
 void submit_compile(std::function<void()> task) {
+  if (exiting.load(std::memory_order_acquire)) {
+    task();
+    return;
+  }
   Pool& p = pool();
   static const bool registered = std::atexit(drain_at_exit) == 0;
   (void)registered;
@@ -99,6 +107,13 @@ size_t compiles_in_flight() {
   Pool& p = pool();
   std::lock_guard<std::mutex> g(p.mutex);
   return p.tasks.size() + p.running;
+}
+
+void finish_compiles_for_exit() {
+  if (pjrt::in_forked_child()) return;  // the parent's threads do not exist here
+  exiting.store(true, std::memory_order_release);
+  hold_compiles(false);
+  wait_for_compiles();
 }
 
 void wait_for_compiles() {

@@ -31,4 +31,13 @@ size_t compiles_in_flight();
 // of the ops launched so far.
 void wait_for_compiles();
 
+// At interpreter exit (torchtpu's Python atexit hook, before any C++ static destructor runs):
+// releases held compiles, waits for every queued and running one, and makes later submissions
+// compile on the calling thread, so no pool thread is inside the plugin's compiler once exit()
+// starts destroying its statics. The drain this file registers with std::atexit runs too late
+// for that: it runs after the statics constructed since it was registered (LLVM's among them,
+// created by the first compile) are already gone, and a compile still running then died with
+// "LLVM ERROR" (SIGABRT) or SIGSEGV (issue 32).
+void finish_compiles_for_exit();
+
 }  // namespace torchtpu::runtime
