@@ -170,7 +170,9 @@ void convolution_checked(const c10::OperatorHandle& op, torch::jit::Stack* stack
   TORCH_CHECK(!any(ints("stride"), [](int64_t x) { return x <= 0; }),
               "non-positive stride is not supported");
   std::vector<int64_t> dilation = ints("dilation");
-  TORCH_CHECK(!any(dilation, [](int64_t x) { return x <= 0; }),
+  TORCH_CHECK(!any(dilation, [](int64_t x) { return x < 0; }),
+              "dilation should be greater than zero");
+  TORCH_CHECK(!any(dilation, [](int64_t x) { return x == 0; }),
               "dilation should be greater than zero, but got ", c10::IntArrayRef(dilation));
   tpu_boxed_kernel(op, stack);
 }

@@ -156,3 +156,142 @@ def test_convolution_shape_mismatch_raises_the_cpu_error(name):
     wording = "Invalid channel dimensions" if name.startswith("conv2d") else message
     assert wording in str(info.value)
     assert_usable()
+
+
+# ---- argument checks the CPU kernels make that tpu skipped (issue 32, an outside conformance
+# suite): each case raises on the CPU first; tpu raises the same type with the CPU's first line,
+# at the call, and nothing ran.
+
+def _conv(nd, transposed=False, **kw):
+    f = {1: torch.nn.functional.conv1d, 2: torch.nn.functional.conv2d,
+         3: torch.nn.functional.conv3d}[nd]
+    if transposed:
+        f = {1: torch.nn.functional.conv_transpose1d, 2: torch.nn.functional.conv_transpose2d,
+             3: torch.nn.functional.conv_transpose3d}[nd]
+
+    def run(d):
+        g = torch.Generator().manual_seed(nd)
+        x = torch.randn(1, 2, *([5] * nd), generator=g)
+        w = torch.randn(*((2, 3) if transposed else (3, 2)), *([2] * nd), generator=g)
+        return f(x.to(d), w.to(d), **kw)
+    return run
+
+
+def _overlap(case):
+    def run(d):
+        x = torch.arange(9.0, device=d).reshape(3, 3)
+        i = torch.tensor([[0, 1, 2], [2, 1, 0], [1, 1, 1]], device=d)
+        return case(x, i)
+    return run
+
+
+CPU_CHECK_CASES = {
+    **{f"conv{nd}d_{name}": _conv(nd, **kw) for nd in (1, 2, 3) for name, kw in
+       [("negative_padding", dict(padding=-1)), ("stride_0", dict(stride=0)),
+        ("negative_stride", dict(stride=-1)), ("groups_0", dict(groups=0)),
+        ("negative_dilation", dict(dilation=-1))]},
+    **{f"conv_transpose{nd}d_{name}": _conv(nd, transposed=True, **kw) for nd in (1, 2, 3)
+       for name, kw in [("negative_padding", dict(padding=-1)), ("stride_0", dict(stride=0)),
+                        ("negative_output_padding", dict(output_padding=-1))]},
+    "gather_out_is_input": _overlap(lambda x, i: torch.gather(x, 1, i, out=x)),
+    "index_select_out_is_input": _overlap(lambda x, i: torch.index_select(x, 0, i[0], out=x)),
+    "take_out_is_input": _overlap(lambda x, i: torch.take(x, i, out=x)),
+    "cat_out_is_an_input": _overlap(lambda x, i: torch.cat([x, x + 1], out=x)),
+    "scatter_src_is_out": _overlap(lambda x, i: torch.scatter(x + 1, 1, i, x, out=x)),
+    "scatter_add_src_is_out": _overlap(lambda x, i: torch.scatter_add(x + 1, 1, i, x, out=x)),
+    "scatter_inplace_src_is_self": _overlap(lambda x, i: x.scatter_(1, i, x)),
+    "scatter_add_inplace_src_is_self": _overlap(lambda x, i: x.scatter_add_(1, i, x)),
+    "scatter_reduce_src_is_out": _overlap(
+        lambda x, i: torch.scatter_reduce(x + 1, 1, i, x, "sum", out=x)),
+    "index_add_source_is_out": _overlap(lambda x, i: torch.index_add(x + 1, 0, i[0], x, out=x)),
+    "index_add_inplace_source_is_self": _overlap(lambda x, i: x.index_add_(0, i[0], x)),
+    "index_copy_inplace_source_is_self": _overlap(
+        lambda x, i: x.index_copy_(0, torch.tensor([2, 0, 1], device=x.device), x)),
+    "put_inplace_source_is_self": _overlap(lambda x, i: x.put_(i[0], x[0])),
+    "multinomial_float_out": lambda d: torch.multinomial(
+        torch.rand(2, 5, generator=torch.Generator().manual_seed(0)).to(d), 2,
+        out=torch.empty(2, 2, device=d)),
+    "multinomial_int32_out": lambda d: torch.multinomial(
+        torch.ones(2, 5, device=d), 2, out=torch.empty(2, 2, dtype=torch.int32, device=d)),
+    "masked_scatter_uint8_mask": lambda d: torch.zeros(4, device=d).masked_scatter(
+        torch.tensor([1, 0, 1, 0], dtype=torch.uint8, device=d), torch.arange(4.0, device=d)),
+    "masked_scatter_float_mask": lambda d: torch.zeros(4, device=d).masked_scatter(
+        torch.tensor([1.0, 0, 1, 0], device=d), torch.arange(4.0, device=d)),
+    "masked_scatter_inplace_uint8_mask": lambda d: torch.zeros(4, device=d).masked_scatter_(
+        torch.tensor([1, 0, 1, 0], dtype=torch.uint8, device=d), torch.arange(4.0, device=d)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CPU_CHECK_CASES))
+def test_cpu_argument_checks_raise_on_tpu(name):
+    import warnings
+
+    fn = CPU_CHECK_CASES[name]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the CPU's uint8-mask deprecation warning
+        kind, message = cpu_raises(fn)
+        with pytest.raises(kind) as info:
+            fn("tpu")
+    assert str(info.value).splitlines()[0] == message
+    assert_usable()
+
+
+@pytest.mark.parametrize("nd", [1, 2, 3])
+@pytest.mark.parametrize("transposed", [False, True])
+def test_conv_dilation_0_raises(nd, transposed):
+    # The CPU accepts dilation 0 in its common check (it refuses negative ones) and leaves it to
+    # the kernel it then picks, which words it its own way: "dilation should be greater than
+    # zero, but got [0, 0]" (slow dilated), "... but got dilation_height: 0, ..." (transposed),
+    # "non-positive dilation is not supported" (oneDNN, for larger float inputs). So the message
+    # is fixed here; tpu raised from inside XLA's compiler before (issue 32).
+    with pytest.raises(RuntimeError, match="dilation"):
+        _conv(nd, transposed, dilation=0)("cpu")
+    with pytest.raises(RuntimeError, match=r"dilation should be greater than zero, but got \[0"):
+        _conv(nd, transposed, dilation=0)("tpu")
+    assert_usable()
+
+
+def test_overlap_checks_leave_valid_aliasing_alone():
+    # What the CPU allows: out= the updated tensor itself, gather's index as its out exactly.
+    x = torch.arange(9.0).reshape(3, 3)
+    i = torch.tensor([[0, 1, 2], [2, 1, 0], [1, 1, 1]])
+    for d in ("cpu", "tpu"):
+        xs, src = x.clone().to(d), torch.ones(3, 3, device=d)
+        torch.scatter(xs, 1, i.to(d), src, out=xs)
+        torch.index_add(xs, 0, i[0].to(d), src, out=xs)
+        xs.put_(i[0].to(d), src[0])
+        idx = i.clone().to(d)
+        torch.gather(torch.arange(9).reshape(3, 3).to(d), 1, idx, out=idx)
+        if d == "cpu":
+            want = (xs, idx)
+    assert_close(xs.cpu(), want[0])
+    assert_close(idx.cpu(), want[1])
+
+
+def test_cpu_argument_checks_under_launch_blocking(run_python):
+    # The same checks with every op synchronous (TPU_LAUNCH_BLOCKING=1).
+    code = (
+        "import torch, torchtpu\n"
+        "x = torch.arange(9.0, device='tpu').reshape(3, 3)\n"
+        "i = torch.zeros(3, 3, dtype=torch.long, device='tpu')\n"
+        "cases = [lambda: torch.gather(x, 1, i, out=x),\n"
+        "         lambda: torch.multinomial(torch.ones(2, 5, device='tpu'), 2,\n"
+        "                                   out=torch.empty(2, 2, device='tpu')),\n"
+        "         lambda: torch.zeros(2, device='tpu').masked_scatter(\n"
+        "             torch.tensor([1, 0], dtype=torch.uint8, device='tpu'), x[0]),\n"
+        "         lambda: torch.nn.functional.conv3d(torch.ones(1, 1, 3, 3, 3, device='tpu'),\n"
+        "                                            torch.ones(1, 1, 2, 2, 2, device='tpu'),\n"
+        "                                            stride=0)]\n"
+        "for c in cases:\n"
+        "    try:\n"
+        "        c()\n"
+        "        print('accepted')\n"
+        "    except RuntimeError as e:\n"
+        "        print(str(e).splitlines()[0][:40])\n"
+        "print(float(x.sum()))\n")
+    out = run_python(code, TPU_LAUNCH_BLOCKING="1").stdout.strip().splitlines()
+    assert out[-5:] == ["unsupported operation: some elements of ",
+                        "multinomial expects Long tensor out, got",
+                        "masked_scatter_ only supports boolean ma",
+                        "non-positive stride is not supported",
+                        "36.0"]

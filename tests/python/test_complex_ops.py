@@ -724,3 +724,145 @@ def test_abs_out_complex_input_uncastable_raises_like_cpu():
         torch.abs(z, out=torch.empty(3, 4, dtype=torch.complex128))
     with pytest.raises(RuntimeError, match="Found dtype ComplexDouble but expected ComplexFloat"):
         torch.abs(z.to(DEV), out=torch.empty(3, 4, dtype=torch.complex128, device=DEV))
+
+
+# ---- complex products holding an infinity (issue 32) ----
+# The oracle is the textbook sum over k of (a + bi)(c + di) = (ac - bd) + (ad + bc)i in float64,
+# evaluated part by part: which outputs are inf or NaN, the signs of the infinities and the finite
+# values. The CPU's bmm, dot and batched matmul loops compute exactly that (bmm of
+# [[inf, 1+1j]] and [[1], [1]] is inf+nanj); its mm/mv/addmm go to MKL's cgemm, which makes
+# nan+nanj of such rows (so does XLA's own complex dot, which tpu used to emit): host-library
+# behaviour, not an oracle.
+
+def _textbook_product(a, b):
+    """sum_k a[..., i, k] * b[..., k, j] as (re, im) float64 tensors, per the textbook formula."""
+    ar, ai = a.real.double().unsqueeze(-1), a.imag.double().unsqueeze(-1)
+    br, bi = b.real.double().unsqueeze(-3), b.imag.double().unsqueeze(-3)
+    return (ar * br - ai * bi).sum(-2), (ar * bi + ai * br).sum(-2)
+
+
+def _assert_parts(got, re, im):
+    g = got.cpu()
+    for part, want in ((g.real.double(), re), (g.imag.double(), im)):
+        assert torch.equal(part.isnan(), want.isnan()), (part, want)
+        assert torch.equal(part.isinf(), want.isinf()), (part, want)
+        assert torch.equal(part[part.isinf()], want[want.isinf()])
+        fin = want.isfinite()
+        assert_close(part[fin], want[fin], rtol=1e-5, atol=1e-5)
+
+
+def _assert_matches_textbook(got, a, b):
+    _assert_parts(got, *_textbook_product(a, b))
+
+
+def _inf_operands(dtype, batch=(1,)):
+    inf = math.inf
+    a = torch.tensor([[complex(inf, 0), 1 + 1j], [2, 1j]], dtype=dtype).expand(*batch, 2, 2)
+    b = torch.tensor([[1, 0], [1, 2]], dtype=dtype).expand(*batch, 2, 2)
+    # Larger operands with infinities and NaNs in either part, scattered.
+    g = torch.Generator().manual_seed(3)
+    big_a = torch.randn(*batch, 5, 7, dtype=dtype, generator=g)
+    big_b = torch.randn(*batch, 7, 4, dtype=dtype, generator=g)
+    big_a[..., 1, 2] = complex(inf, 1)
+    big_a[..., 3, 0] = complex(0.5, -inf)
+    big_b[..., 4, 1] = complex(math.nan, 0)
+    big_b[..., 0, 3] = complex(-inf, 0)
+    return [(a.contiguous(), b.contiguous()), (big_a.contiguous(), big_b.contiguous())]
+
+
+@pytest.mark.usefixtures("no_cpu_fallback")
+@pytest.mark.parametrize("dtype", CDTYPES, ids=["c64", "c128"])
+def test_complex_products_with_infinities_follow_the_textbook_sum(dtype):
+    for a, b in _inf_operands(dtype, batch=(3,)):
+        ta, tb = a.to(DEV), b.to(DEV)
+        got = torch.bmm(ta, tb)
+        _assert_matches_textbook(got, a, b)
+        # The CPU's bmm and batched matmul are the textbook loop: equal to it, NaNs included.
+        assert_close(got.cpu(), torch.bmm(a, b), equal_nan=True, **TOL[dtype])
+        assert_close(torch.matmul(ta, tb).cpu(), torch.matmul(a, b), equal_nan=True, **TOL[dtype])
+        out = torch.empty(0, dtype=dtype, device=DEV)
+        torch.linalg.matmul(ta, tb, out=out)
+        assert_close(out.cpu(), torch.linalg.matmul(a, b), equal_nan=True, **TOL[dtype])
+        for i in range(a.shape[0]):
+            _assert_matches_textbook(torch.mm(ta[i], tb[i]), a[i], b[i])
+            _assert_matches_textbook(torch.mv(ta[i], tb[i, :, 0]).unsqueeze(-1), a[i],
+                                     b[i, :, :1])
+        _assert_matches_textbook(torch.dot(ta[0, 0], tb[0, :, 0]).reshape(1, 1), a[0, :1],
+                                 b[0, :, :1])
+        # beta * self + alpha * product with the default alpha = beta = 1: the product itself
+        # (1 * z is z). The CPU's small-size loop multiplies by alpha as a complex number anyway,
+        # which makes both parts NaN once either is not finite, and its BLAS path for larger
+        # sizes gives yet other NaNs: no oracle.
+        s = torch.zeros(a.shape[0], a.shape[1], b.shape[2], dtype=dtype)
+        _assert_matches_textbook(torch.baddbmm(s.to(DEV), ta, tb), a, b)
+        o = torch.empty(0, dtype=dtype, device=DEV)
+        _assert_matches_textbook(torch.baddbmm(s.to(DEV), ta, tb, out=o), a, b)
+        _assert_matches_textbook(torch.addbmm(s[0].to(DEV), ta, tb),
+                                 a.transpose(0, 1).reshape(a.shape[1], -1),
+                                 b.reshape(-1, b.shape[2]))
+    # The issue's 2x2 case: the CPU's bmm and batched matmul loops are the textbook formula.
+    a, b = _inf_operands(dtype)[0]
+    for fn in (torch.bmm, torch.matmul):
+        assert_close(fn(a.to(DEV), b.to(DEV)).cpu(), fn(a, b), equal_nan=True, **TOL[dtype])
+    assert torch.bmm(a.to(DEV), b.to(DEV))[0, 0, 0].item().real == math.inf
+
+
+# ---- arctan / arctanh at special values (issue 32) ----
+# The oracle is C99 Annex G, as Python's cmath implements it (glibc's catan/catanh, which the
+# CPU's std::atan/std::atanh call, follow the same table). Where the standard leaves the sign of
+# a zero unspecified (catanh(NaN + i inf) = +-0 + i pi/2, catan(+-inf + i NaN) = +-pi/2 +- 0i),
+# either sign is accepted.
+
+def _c99_parts(name, z):
+    import cmath
+
+    return getattr(cmath, name)(z)
+
+
+def _same_part(got, want, unspecified_zero_sign):
+    if math.isnan(want):
+        return math.isnan(got)
+    if want == 0 and got == 0:
+        return unspecified_zero_sign or math.copysign(1, got) == math.copysign(1, want)
+    if math.isinf(want):
+        return got == want
+    return abs(got - want) <= 2e-6 * max(1.0, abs(want))
+
+
+@pytest.mark.usefixtures("no_cpu_fallback")
+@pytest.mark.parametrize("dtype", CDTYPES, ids=["c64", "c128"])
+@pytest.mark.parametrize("name", ["atan", "atanh"])
+def test_arctan_arctanh_special_values_follow_c99(name, dtype):
+    inf, nan = math.inf, math.nan
+    parts = [0.0, -0.0, 0.5, -2.0, 1.0, -1.0, 3.0, inf, -inf, nan]
+    zs = [complex(a, b) for a in parts for b in parts]
+    z = torch.tensor(zs, dtype=dtype)
+    # (1 +- tiny i) and its kin lose their value to float32 underflow in XLA's formula; the
+    # special values are what is checked here.
+    results = {
+        "fn": getattr(torch, name)(z.to(DEV)).cpu().tolist(),
+        "inplace": getattr(z.to(DEV).clone(), name + "_")().cpu().tolist(),
+        "out": getattr(torch, name)(z.to(DEV), out=torch.empty(0, dtype=dtype, device=DEV))
+        .cpu().tolist(),
+        "alias": getattr(torch, {"atan": "arctan", "atanh": "arctanh"}[name])(z.to(DEV))
+        .cpu().tolist(),
+    }
+    for form, got in results.items():
+        bad = []
+        for zi, g in zip(z.tolist(), got):
+            if name == "atanh" and zi.imag == 0 and abs(zi.real) == 1:
+                want = complex(math.copysign(inf, zi.real), zi.imag)  # the pole: +-inf +- 0i
+            elif name == "atan" and zi.real == 0 and abs(zi.imag) == 1:
+                want = complex(zi.real, math.copysign(inf, zi.imag))
+            else:
+                want = _c99_parts(name, zi)
+            nan_in = math.isnan(zi.real) or math.isnan(zi.imag)
+            ok = (_same_part(g.real, want.real, nan_in and name == "atanh") and
+                  _same_part(g.imag, want.imag, nan_in and name == "atan"))
+            if not ok:
+                bad.append((zi, g, want))
+        assert not bad, (form, bad)
+    # The issue's case, and the CPU agrees with the standard there.
+    w = getattr(torch, name)(torch.tensor([complex(nan, inf)], dtype=dtype))
+    g = getattr(torch, name)(torch.tensor([complex(nan, inf)], dtype=dtype, device=DEV)).cpu()
+    assert_close(torch.view_as_real(g), torch.view_as_real(w), equal_nan=True)

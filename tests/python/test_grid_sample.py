@@ -107,3 +107,43 @@ def test_grid_sample_3d_backward_opinfo_samples():
             for a, e in zip(g_dev, g_cpu):
                 torch.testing.assert_close(a.cpu(), e, rtol=1e-4, atol=1e-5)
     assert not new_fallbacks(before)
+
+
+CPU_FALLBACK_OP = torch.ops.aten._grid_sampler_2d_cpu_fallback
+
+
+@pytest.mark.parametrize("align", [False, True])
+@pytest.mark.parametrize("padding", [0, 1, 2])
+@pytest.mark.parametrize("mode", [0, 1, 2])
+def test_grid_sampler_2d_cpu_fallback_op(mode, padding, align):
+    # PyTorch's reference form of the 2-D sampler, callable directly: its only kernel is
+    # CompositeExplicitAutograd and reads host memory, so on tpu it silently returned zeros
+    # (issue 32: [0, 0, 0, 0] where the CPU gives [-0.75, -0.375, 0.375, 0.75]). It lowers to the
+    # sampler now: default, out= and backward against the CPU.
+    torch.manual_seed(1)
+    x = torch.randn(2, 3, 5, 7)
+    grid = torch.rand(2, 4, 6, 2) * 2.6 - 1.3
+    args = (mode, padding, align)
+    _check(lambda a, g: CPU_FALLBACK_OP(a, g, *args), [x, grid])
+    want = CPU_FALLBACK_OP(x, grid, *args)
+    out = torch.empty(0, device="tpu")
+    r = torch.ops.aten._grid_sampler_2d_cpu_fallback.out(x.to("tpu"), grid.to("tpu"), *args,
+                                                        out=out)
+    assert r is out
+    torch.testing.assert_close(out.cpu(), want, **TOL)
+    go = torch.randn_like(want)
+    back = torch.ops.aten._grid_sampler_2d_cpu_fallback_backward
+    for got, ref in zip(back(go.to("tpu"), x.to("tpu"), grid.to("tpu"), *args),
+                        back(go, x, grid, *args)):
+        torch.testing.assert_close(got.cpu(), ref, **TOL)
+
+
+def test_grid_sampler_2d_cpu_fallback_issue_example():
+    x = torch.tensor([[[[-1.0, -0.5, 0.0], [-0.5, 0.0, 0.5], [0.0, 0.5, 1.0]]]])
+    grid = torch.tensor([[[[-0.5, -0.5], [0.5, -0.5]], [[-0.5, 0.5], [0.5, 0.5]]]])
+    before = fallback_counts()
+    got = CPU_FALLBACK_OP(x.to("tpu"), grid.to("tpu"), 0, 0, False).cpu()
+    assert not new_fallbacks(before)
+    want = CPU_FALLBACK_OP(x, grid, 0, 0, False)
+    assert want.abs().sum() > 0
+    torch.testing.assert_close(got, want, **TOL)

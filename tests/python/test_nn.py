@@ -631,3 +631,60 @@ def test_fractional_max_pool(shape, kernel, out):
         a.backward(g)
         b.backward(g.to(DEV))
         _close_nan(xc.grad, xt.grad)
+
+
+# ---- scaled_dot_product_attention with attn_mask and is_causal=True together (issue 32) ----
+
+@pytest.mark.parametrize("mask_kind", ["all_true", "random_bool", "float", "fully_masked_row"])
+@pytest.mark.parametrize("head_dim", [64, 80, 128])
+@pytest.mark.parametrize("seq", [(8, 8), (17, 17), (8, 12), (12, 8)])
+def test_sdpa_mask_and_is_causal_like_the_cpu(seq, head_dim, mask_kind):
+    # PyTorch documents the pair as an error and its math kernel raises, but the CPU picks its
+    # flash kernel for these inputs, which applies both masks (causal top-left aligned); tpu sent
+    # everything to math and raised. Forward and backward against the CPU.
+    from conftest import check_forward_backward
+
+    sq, sk = seq
+    g = torch.Generator().manual_seed(sq * 1000 + head_dim)
+    q = torch.randn(2, 3, sq, head_dim, generator=g)
+    k = torch.randn(2, 3, sk, head_dim, generator=g)
+    v = torch.randn(2, 3, sk, head_dim, generator=g)
+    if mask_kind == "all_true":
+        mask = torch.ones(sq, sk, dtype=torch.bool)
+    elif mask_kind == "random_bool":
+        mask = torch.rand(sq, sk, generator=g) > 0.3
+        mask[:, 0] = True  # every row keeps a key the causal mask keeps too
+    elif mask_kind == "float":
+        mask = torch.randn(2, 1, sq, sk, generator=g)
+    else:
+        mask = torch.ones(sq, sk, dtype=torch.bool)
+        mask[sq // 2] = False
+    check_forward_backward(
+        lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m, is_causal=True),
+        [q, k, v, mask], grad_args=(0, 1, 2), rtol=1e-4, atol=1e-5, equal_nan=True)
+
+
+def test_sdpa_mask_and_is_causal_where_the_cpu_raises():
+    # With dropout, or 3-D inputs, the CPU takes its math kernel and raises; so does tpu.
+    q = torch.randn(2, 8, 16)
+    m = torch.ones(8, 8, dtype=torch.bool)
+    for args, kw in [((q, q, q), {}), ((q[None], q[None], q[None]), dict(dropout_p=0.5))]:
+        for d in ("cpu", "tpu"):
+            with pytest.raises(RuntimeError, match="attn_mask should not be set when is_causal"):
+                F.scaled_dot_product_attention(*(a.to(d) for a in args), attn_mask=m.to(d),
+                                               is_causal=True, **kw)
+
+
+def test_sdpa_mask_and_is_causal_compiled_and_inference_mode():
+    q, k, v = (torch.randn(1, 2, 8, 64, generator=torch.Generator().manual_seed(i)) for i in range(3))
+    m = torch.rand(8, 8, generator=torch.Generator().manual_seed(9)) > 0.3
+    m[:, 0] = True
+    want = F.scaled_dot_product_attention(q, k, v, attn_mask=m, is_causal=True)
+    args = [t.to("tpu") for t in (q, k, v, m)]
+    with torch.inference_mode():
+        got = F.scaled_dot_product_attention(*args[:3], attn_mask=args[3], is_causal=True)
+    torch.testing.assert_close(got.cpu(), want, rtol=1e-4, atol=1e-5)
+    f = torch.compile(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m,
+                                                                        is_causal=True),
+                      backend="tpu")
+    torch.testing.assert_close(f(*args).cpu(), want, rtol=1e-4, atol=1e-5)
