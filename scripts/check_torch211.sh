@@ -49,7 +49,7 @@ x = torch.randn(4, 4, device='tpu')
 assert torch.allclose((x @ x).cpu(), x.cpu() @ x.cpu(), atol=1e-5)
 print('torch', torch.__version__, 'python 3.12: x @ x on tpu matches the CPU')")
 echo "== tests"
-# Two tests check what torch 2.11 itself does differently (README.md, "Other torch versions").
+# Two tests check what torch 2.11 itself does differently (docs/platforms.md, "Other torch versions").
 known=(--deselect tests/python/test_elementwise.py::test_clamp_nan_propagation
   --deselect tests/python/test_compile.py::test_unsupported_graph_runs_eagerly_with_a_reason)
 # shellcheck disable=SC2086

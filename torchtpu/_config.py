@@ -1,10 +1,10 @@
 """torchtpu's environment variables as the Python package reads them.
 
 Every variable is declared once, with its default and doc line, in csrc/config/config.cpp (the
-README's table is generated from there). The few the package reads itself, some before the
-extension loads (the plugin path), are read here with the same rules as C++'s config::flag and
-config::raw; tests/python/test_config.py checks that no other Python module reads a torchtpu
-variable and that every name read here is declared."""
+table in docs/debugging.md is generated from there). The few the package reads itself, some
+before the extension loads (the plugin path), are read here with the same rules as C++'s
+config::flag and config::raw; tests/python/test_config.py checks that no other Python module
+reads a torchtpu variable and that every name read here is declared."""
 
 from __future__ import annotations
 

@@ -363,8 +363,8 @@ def test_pow_zero_base(dtype):
 # CPU's complex pow is glibc's cpow on Linux (libstdc++'s std::pow calls it): cexp(y * clog(x))
 # with C99 Annex G's product, whose values at these points are glibc's own (macOS's libc++ and
 # MSVC compute pow themselves and differ there; this reference is glibc's). tpu builds the same
-# three steps (lowering/complex_pow.cpp). Left out on purpose, as documented in the README's
-# numerics section: results below the smallest normal (XLA flushes subnormals to zero:
+# three steps (lowering/complex_pow.cpp). Left out on purpose, as documented in docs/what-runs.md
+# (numerics): results below the smallest normal (XLA flushes subnormals to zero:
 # (1e300j) ** -1 is 6e-317 - 1e-300j on the CPU, -1e-300j on tpu) and huge angles (the sine and
 # cosine of |Im(y log x)| ~ 1e30, whose sign glibc's exact argument reduction gets and XLA's
 # does not: (1 - 0.5j) ** 1e30j is -inf + inf j on the CPU, -inf - inf j on tpu).

@@ -1,4 +1,4 @@
-"""Environment variables are declared once (csrc/config/config.cpp): the README's table is
+"""Environment variables are declared once (csrc/config/config.cpp): docs/debugging.md's table is
 generated from the declarations, C++ reads torchtpu's variables only through csrc/config, the
 Python package only through torchtpu/_config.py, and nothing reads a variable that is not
 declared or declares one nothing reads."""
@@ -32,7 +32,7 @@ def _sources() -> list[Path]:
                   + list((ROOT / "torchtpu").rglob("*.py")))
 
 
-def test_readme_table_is_generated_from_the_declarations():
+def test_docs_env_table_is_generated_from_the_declarations():
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / "env_table.py"), "--check"],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr

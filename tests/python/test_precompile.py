@@ -11,7 +11,7 @@ import textwrap
 import pytest
 import torch
 
-# torch.compile(...).aot_compile() is newer than torch 2.11 (README.md, "Other torch versions").
+# torch.compile(...).aot_compile() is newer than torch 2.11 (docs/platforms.md, "Other torch versions").
 needs_aot_compile = pytest.mark.skipif(
     not hasattr(torch.compile(lambda x: x), "aot_compile"),
     reason="this torch has no torch.compile(...).aot_compile()",
