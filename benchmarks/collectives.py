@@ -97,8 +97,7 @@ def main() -> None:
     parser.add_argument("--iters", type=int, default=9)
     parser.add_argument("--ops", default="all_reduce,all_gather,reduce_scatter")
     parser.add_argument("--variant", default="", help="a label stored in each line")
-    parser.add_argument("--world", type=int, default=2)
-    parser.add_argument("--store", default="")
+    ranks.add_arguments(parser)
     args = parser.parse_args()
     if ranks.is_rank(args):
         _rank(args)

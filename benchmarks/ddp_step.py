@@ -109,8 +109,7 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--iters", type=int, default=10)
-    parser.add_argument("--world", type=int, default=2)
-    parser.add_argument("--store", default="")
+    ranks.add_arguments(parser)
     args = parser.parse_args()
     if ranks.is_rank(args):
         _rank(args)

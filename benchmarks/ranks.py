@@ -5,11 +5,18 @@ makes a gloo group for the CPU baseline."""
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import os
 import subprocess
 import sys
 import tempfile
+
+
+def add_arguments(parser) -> None:
+    """--world (ranks, default 2) and --store (set by `launch` for the ranks it starts)."""
+    parser.add_argument("--world", type=int, default=2)
+    parser.add_argument("--store", default="", help=argparse.SUPPRESS)
 
 
 def is_rank(args) -> bool:

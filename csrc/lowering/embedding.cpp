@@ -22,6 +22,20 @@ Value scatter_rows(FunctionBuilder& b, Value base, Value rows, Value updates) {
   return b.scatter(base, rows, updates, dims, add_region);
 }
 
+// An embedding's weight gradient: each of the n `updates` rows (n, d) added into row `rows[i]`
+// (rows: (n, 1) s64) of a (v, d) zero table; scale_grad_by_freq divides every table row by how
+// often its index occurs (at least 1, so rows no index reaches stay 0).
+Value weight_grad(FunctionBuilder& b, Value rows, Value updates, int64_t v, bool scale_by_freq) {
+  ElementType acc = updates.dtype();
+  int64_t n = updates.shape()[0], d = updates.shape()[1];
+  Value r = scatter_rows(b, zeros(b, TensorType(acc, {v, d})), rows, updates);
+  if (!scale_by_freq) return r;
+  Value counts = scatter_rows(b, zeros(b, TensorType(acc, {v})), rows,
+                              b.broadcast_to(b.constant(1, TensorType(acc, {})), {n}));
+  Value safe = b.max(counts, b.constant(1, counts.type));
+  return b.div(r, b.broadcast_in_dim(safe, {v, d}, {0}));
+}
+
 // embedding(weight, indices, padding_idx, scale_grad_by_freq, sparse)
 std::vector<Value> lower_embedding(LoweringContext& ctx) {
   FunctionBuilder& b = ctx.b;
@@ -63,17 +77,7 @@ std::vector<Value> lower_embedding_dense_backward(LoweringContext& ctx) {
     Value keep = b.compare(idx, b.constant_int(padding_idx, idx_t), shlo::CompareDirection::kNE);
     g = b.select(b.broadcast_in_dim(keep, {n, d}, {0}), g, zeros(b, g.type));
   }
-  Value rows = b.reshape(idx, {n, 1});
-  Value r = scatter_rows(b, zeros(b, TensorType(acc, {v, d})), rows, g);
-  if (scale) {
-    Value counts = scatter_rows(b, zeros(b, TensorType(acc, {v})), rows,
-                                b.broadcast_to(b.constant(1, TensorType(acc, {})), {n}));
-    Value one = b.constant(1, counts.type);
-    Value safe = b.select(b.compare(counts, zeros(b, counts.type), shlo::CompareDirection::kGT),
-                          counts, one);
-    r = b.div(r, b.broadcast_in_dim(safe, {v, d}, {0}));
-  }
-  return {coerce(b, r, out)};
+  return {coerce(b, weight_grad(b, b.reshape(idx, {n, 1}), g, v, scale), out)};
 }
 
 // ---- embedding_bag ----
@@ -260,14 +264,7 @@ std::vector<Value> lower_embedding_bag_backward(LoweringContext& ctx) {
   }
   rows = b.select(b.broadcast_in_dim(bags.valid, {n, d}, {0}), rows, zeros(b, rows.type));
   Value idx = b.reshape(b.convert(indices, ElementType::kS64), {n, 1});
-  Value r = scatter_rows(b, zeros(b, TensorType(acc, {v, d})), idx, rows);
-  if (scale) {
-    Value counts = scatter_rows(b, zeros(b, TensorType(acc, {v})), idx,
-                                b.broadcast_to(b.constant(1, TensorType(acc, {})), {n}));
-    Value safe = b.max(counts, b.constant(1, counts.type));
-    r = b.div(r, b.broadcast_in_dim(safe, {v, d}, {0}));
-  }
-  return {coerce(b, r, out)};
+  return {coerce(b, weight_grad(b, idx, rows, v, scale), out)};
 }
 
 // _embedding_bag_per_sample_weights_backward(grad, weight, indices, offsets, offset2bag, mode,

@@ -947,6 +947,35 @@ struct Svd {
   Value u, s, v;  // u: batch x m x n, s: batch x n, v: batch x n x n
 };
 
+// x @ y over their (equal) batch dims.
+Value batched_mm(FunctionBuilder& b, Value x, Value y) {
+  const size_t r = x.shape().size();
+  std::vector<int64_t> bd = first_n(r - 2);
+  Shape os = batch_of(x.shape());
+  os.push_back(x.shape()[r - 2]);
+  os.push_back(y.shape()[r - 1]);
+  return b.dot_general(x, y, bd, bd, {static_cast<int64_t>(r - 1)}, {static_cast<int64_t>(r - 2)},
+                       TensorType(x.dtype(), os));
+}
+
+// The permutation matrix of a stable sort of `keys` (batch x n), descending (singular values)
+// or ascending (eigenvalues): P[j, t] = 1 (in `dtype`) where element j goes to position t, its
+// rank, the number of elements that sort before it.
+Value sort_permutation(FunctionBuilder& b, Value keys, bool descending, ElementType dtype) {
+  Shape pair = keys.shape();
+  pair.push_back(pair.back());  // batch x n(j) x n(k)
+  Value kj = b.broadcast_in_dim(keys, pair, all_but(pair.size(), pair.size() - 1));
+  Value kk = b.broadcast_in_dim(keys, pair, all_but(pair.size(), pair.size() - 2));
+  Value jj = iota_s64(b, pair, pair.size() - 2), ii = iota_s64(b, pair, pair.size() - 1);
+  Value before = b.binary(
+      "stablehlo.or", b.compare(kk, kj, descending ? CompareDirection::kGT : CompareDirection::kLT),
+      b.binary("stablehlo.and", eq(b, kk, kj), b.compare(ii, jj, CompareDirection::kLT)));
+  Value rank = sum_dim(b, b.convert(before, ElementType::kS64), pair.size() - 1);  // batch x n
+  return b.convert(eq(b, b.broadcast_in_dim(rank, pair, all_but(pair.size(), pair.size() - 1)),
+                      iota_s64(b, pair, pair.size() - 1)),
+                   dtype);
+}
+
 Svd jacobi_svd(FunctionBuilder& b, Value a) {
   const Shape shape = a.shape();
   const size_t r = shape.size();
@@ -966,31 +995,11 @@ Svd jacobi_svd(FunctionBuilder& b, Value a) {
   Value safe = b.select(nz, sig, b.constant(1, sig.type));
   Value U = b.div(A, expand(b, safe, shape, r - 2));
   U = b.select(expand(b, nz, shape, r - 2), U, zeros(b, U.type));
-  // sort descending: the rank of each sigma gives a permutation matrix
-  const Shape ss = sig.shape();
-  Shape pair = ss;
-  pair.push_back(n);  // batch x n(j) x n(k)
-  Value sj = b.broadcast_in_dim(sig, pair, all_but(pair.size(), pair.size() - 1));
-  Value sk = b.broadcast_in_dim(sig, pair, all_but(pair.size(), pair.size() - 2));
-  Value jj = iota_s64(b, pair, pair.size() - 2), kk = iota_s64(b, pair, pair.size() - 1);
-  Value before =
-      b.binary("stablehlo.or", b.compare(sk, sj, CompareDirection::kGT),
-               b.binary("stablehlo.and", eq(b, sk, sj), b.compare(kk, jj, CompareDirection::kLT)));
-  Value rank = sum_dim(b, b.convert(before, ElementType::kS64), pair.size() - 1);  // batch x n
-  // P[j, t] = (rank[j] == t): column j of U goes to position t
-  Value P = b.convert(eq(b, b.broadcast_in_dim(rank, pair, all_but(pair.size(), pair.size() - 1)),
-                         iota_s64(b, pair, pair.size() - 1)),
-                      a.dtype());
-  std::vector<int64_t> bd = first_n(r - 2);
-  auto mm = [&](Value x, Value y) {
-    Shape os = batch;
-    os.push_back(x.shape()[r - 2]);
-    os.push_back(y.shape()[r - 1]);
-    return b.dot_general(x, y, bd, bd, {static_cast<int64_t>(r - 1)}, {static_cast<int64_t>(r - 2)},
-                         TensorType(x.dtype(), os));
-  };
-  Value sig_sorted = b.reshape(mm(b.reshape(sig, with_last2(batch, 1, n)), P), ss);
-  return {mm(U, P), sig_sorted, mm(V, P)};
+  // sort descending: column j of U goes to position t where P[j, t] = 1
+  Value P = sort_permutation(b, sig, /*descending=*/true, a.dtype());
+  Value sig_sorted =
+      b.reshape(batched_mm(b, b.reshape(sig, with_last2(batch, 1, n)), P), sig.shape());
+  return {batched_mm(b, U, P), sig_sorted, batched_mm(b, V, P)};
 }
 
 // An orthonormal m x cols basis whose leading columns are u's (batch x m x k, orthonormal
@@ -1084,28 +1093,10 @@ std::vector<Value> lower_linalg_eigh(LoweringContext& ctx) {
   Value rows = iota_s64(b, shape, r - 2), cols = iota_s64(b, shape, r - 1);
   Value w = sum_dim(b, b.select(eq(b, rows, cols), A, zeros(b, A.type)), r - 1);  // batch x n
   // ascending order (stable) as a permutation matrix
-  Shape pair = w.shape();
-  pair.push_back(n);
-  Value wj = b.broadcast_in_dim(w, pair, all_but(pair.size(), pair.size() - 1));
-  Value wk = b.broadcast_in_dim(w, pair, all_but(pair.size(), pair.size() - 2));
-  Value jj = iota_s64(b, pair, pair.size() - 2), kk = iota_s64(b, pair, pair.size() - 1);
-  Value before =
-      b.binary("stablehlo.or", b.compare(wk, wj, CompareDirection::kLT),
-               b.binary("stablehlo.and", eq(b, wk, wj), b.compare(kk, jj, CompareDirection::kLT)));
-  Value rank = sum_dim(b, b.convert(before, ElementType::kS64), pair.size() - 1);
-  Value P = b.convert(eq(b, b.broadcast_in_dim(rank, pair, all_but(pair.size(), pair.size() - 1)),
-                         iota_s64(b, pair, pair.size() - 1)),
-                      a.dtype());
-  std::vector<int64_t> bd = first_n(r - 2);
-  auto mm = [&](Value x, Value y) {
-    Shape os = batch;
-    os.push_back(x.shape()[r - 2]);
-    os.push_back(y.shape()[r - 1]);
-    return b.dot_general(x, y, bd, bd, {static_cast<int64_t>(r - 1)}, {static_cast<int64_t>(r - 2)},
-                         TensorType(x.dtype(), os));
-  };
-  Value ws = b.reshape(mm(b.reshape(w, with_last2(batch, 1, n)), P), w.shape());
-  Value vecs = compute_v ? coerce(b, mm(V, P), ctx.out_type(1)) : zeros(b, ctx.out_type(1));
+  Value P = sort_permutation(b, w, /*descending=*/false, a.dtype());
+  Value ws = b.reshape(batched_mm(b, b.reshape(w, with_last2(batch, 1, n)), P), w.shape());
+  Value vecs =
+      compute_v ? coerce(b, batched_mm(b, V, P), ctx.out_type(1)) : zeros(b, ctx.out_type(1));
   return {coerce(b, ws, w_t), vecs};
 }
 

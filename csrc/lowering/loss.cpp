@@ -140,44 +140,6 @@ TORCHTPU_LOWERING("aten::nll_loss2d_backward", nll2d_backward);
 TORCHTPU_LOWERING("aten::nll_loss_forward", nll_forward);
 TORCHTPU_LOWERING("aten::nll_loss_backward", nll_backward);
 
-// Mean squared error. Half-precision inputs are computed and reduced in float32 (CPU accumulates
-// its reductions in float32 too) and rounded once at the end.
-std::vector<Value> mse_forward(LoweringContext& ctx) {
-  auto& b = ctx.b;
-  int64_t reduction = ctx.int_arg(2);
-  TensorType out = ctx.out_type();
-  ElementType ct = opmath_type(out.dtype);
-  // The elementwise shape is the broadcast of input and target (PyTorch warns, then broadcasts).
-  std::vector<int64_t> shape = at::infer_size(ctx.tensor(0).shape(), ctx.tensor(1).shape());
-  TensorType full(ct, shape);
-  Value d = b.sub(coerce(b, ctx.tensor(0), full), coerce(b, ctx.tensor(1), full));
-  Value sq = b.mul(d, d);
-  if (reduction == kNone) return {coerce(b, sq, out)};
-  std::vector<int64_t> dims(shape.size());
-  for (size_t i = 0; i < dims.size(); ++i) dims[i] = static_cast<int64_t>(i);
-  Value total = b.reduce_simple(sq, b.constant(0.0, TensorType(ct, {})), dims, "stablehlo.add");
-  if (reduction == kMean) {
-    total = b.div(total, b.constant(static_cast<double>(numel_of(shape)), TensorType(ct, {})));
-  }
-  return {coerce(b, total, out)};
-}
-
-// grad_input = 2 * (input - target) * grad (/ numel for mean), in the input's shape.
-std::vector<Value> mse_backward(LoweringContext& ctx) {
-  auto& b = ctx.b;
-  int64_t reduction = ctx.int_arg(3);
-  TensorType out = ctx.out_type();
-  TensorType full(opmath_type(out.dtype), out.shape);
-  Value d = b.sub(coerce(b, ctx.tensor(1), full), coerce(b, ctx.tensor(2), full));
-  double scale = 2.0;
-  if (reduction == kMean) scale /= static_cast<double>(std::max<int64_t>(1, numel_of(out.shape)));
-  Value g = b.mul(b.mul(d, b.constant(scale, full)), coerce(b, ctx.tensor(0), full));
-  return {coerce(b, g, out)};
-}
-
-TORCHTPU_LOWERING("aten::mse_loss", mse_forward);
-TORCHTPU_LOWERING("aten::mse_loss_backward", mse_backward);
-
 // ---- pointwise losses: l(x, t) elementwise in the broadcast shape, then reduced ----
 
 using PointwiseFn = std::function<Value(FunctionBuilder&, Value x, Value t)>;
@@ -222,6 +184,32 @@ std::vector<Value> pointwise_backward(LoweringContext& ctx, int64_t reduction,
   }
   return {coerce(b, g, out)};
 }
+
+// Mean squared error. Half-precision inputs are computed and reduced in float32 (CPU accumulates
+// its reductions in float32 too) and rounded once at the end.
+std::vector<Value> mse_forward(LoweringContext& ctx) {
+  return pointwise_forward(ctx, ctx.int_arg(2), [](FunctionBuilder& b, Value x, Value t) {
+    Value d = b.sub(x, t);
+    return b.mul(d, d);
+  });
+}
+
+// grad_input = 2 * (input - target) * grad (/ numel for mean), in the input's shape. Not
+// pointwise_backward: that rounds (2d * grad) / numel, this d * (2 / numel) * grad.
+std::vector<Value> mse_backward(LoweringContext& ctx) {
+  auto& b = ctx.b;
+  int64_t reduction = ctx.int_arg(3);
+  TensorType out = ctx.out_type();
+  TensorType full(opmath_type(out.dtype), out.shape);
+  Value d = b.sub(coerce(b, ctx.tensor(1), full), coerce(b, ctx.tensor(2), full));
+  double scale = 2.0;
+  if (reduction == kMean) scale /= static_cast<double>(std::max<int64_t>(1, numel_of(out.shape)));
+  Value g = b.mul(b.mul(d, b.constant(scale, full)), coerce(b, ctx.tensor(0), full));
+  return {coerce(b, g, out)};
+}
+
+TORCHTPU_LOWERING("aten::mse_loss", mse_forward);
+TORCHTPU_LOWERING("aten::mse_loss_backward", mse_backward);
 
 // smooth_l1: |d| < beta ? 0.5 d^2 / beta : |d| - 0.5 beta (beta == 0 is l1).
 std::vector<Value> smooth_l1_forward(LoweringContext& ctx) {

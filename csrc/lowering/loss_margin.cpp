@@ -32,6 +32,16 @@ Value sum_dims(FunctionBuilder& b, Value v, const std::vector<int64_t>& dims) {
 
 Value zeros(FunctionBuilder& b, const Value& like) { return b.constant(0.0, like.type); }
 
+// The (N) per-sample losses as the reduction asks: as they are, their sum, or their mean.
+Value reduce_per_sample(FunctionBuilder& b, Value per, int64_t reduction) {
+  if (reduction == kNone) return per;
+  Value out = sum_dims(b, per, {0});
+  if (reduction == kMean) {
+    out = b.div(out, b.constant(static_cast<double>(per.shape()[0]), out.type));
+  }
+  return out;
+}
+
 // ---- multi_margin_loss ----
 
 struct MultiMargin {
@@ -80,13 +90,7 @@ std::vector<Value> lower_multi_margin_loss(LoweringContext& ctx) {
   h = b.mul(h, m.wy);
   h = b.select(m.active, h, zeros(b, h));
   Value per = b.div(sum_dims(b, h, {1}), b.constant(static_cast<double>(c), TensorType(ct, {n})));
-  Value out;
-  if (reduction == kNone) {
-    out = per;
-  } else {
-    out = sum_dims(b, per, {0});
-    if (reduction == kMean) out = b.div(out, b.constant(static_cast<double>(n), out.type));
-  }
+  Value out = reduce_per_sample(b, per, reduction);
   return {coerce(b, b.reshape(out, ctx.out_type().shape), ctx.out_type())};
 }
 
@@ -176,13 +180,7 @@ std::vector<Value> lower_multilabel_margin_loss_forward(LoweringContext& ctx) {
   Value terms = b.select(m.active, m.z, zeros(b, m.z));
   Value per =
       b.div(sum_dims(b, terms, {1, 2}), b.constant(static_cast<double>(c), TensorType(ct, {n})));
-  Value out;
-  if (reduction == kNone) {
-    out = per;
-  } else {
-    out = sum_dims(b, per, {0});
-    if (reduction == kMean) out = b.div(out, b.constant(static_cast<double>(n), out.type));
-  }
+  Value out = reduce_per_sample(b, per, reduction);
   Value is_t = b.convert(m.is_target, ctx.out_type(1).dtype);
   return {coerce(b, b.reshape(out, ctx.out_type(0).shape), ctx.out_type(0)),
           b.reshape(is_t, ctx.out_type(1).shape)};

@@ -69,12 +69,18 @@ Value uniform01_for(LoweringContext& ctx, const TensorType& out) {
   return uniform01(ctx, out.shape, ct, shlo::is_float(out.dtype) ? digits(out.dtype) : digits(ct));
 }
 
-// rng_bit_generator over zero elements is pointless (and not every backend accepts it).
-bool empty_result(LoweringContext& ctx, std::vector<Value>& result) {
+// rng_bit_generator over zero elements is pointless (and not every backend accepts it): an
+// empty result is this zero-element constant instead.
+Value empty_value(LoweringContext& ctx) {
   const TensorType& out = ctx.out_type();
-  if (out.numel() != 0) return false;
-  result = {ctx.b.broadcast_to(ctx.b.constant(0, TensorType(out.dtype, {})), out.shape)};
-  return true;
+  return ctx.b.broadcast_to(ctx.b.constant(0, TensorType(out.dtype, {})), out.shape);
+}
+
+// A random op's one result: `draw(b, out)` where the result has elements, else empty_value.
+template <typename Draw>
+std::vector<Value> unless_empty(LoweringContext& ctx, Draw draw) {
+  if (ctx.out_type().numel() == 0) return {empty_value(ctx)};
+  return {draw(ctx.b, ctx.out_type())};
 }
 
 // A compiled graph's literal (kConst): checked here, once per program. Eager calls pass these
@@ -89,16 +95,14 @@ std::vector<Value> lower_uniform(LoweringContext& ctx) {
                 "uniform_ expects to return a [from, to) range, but found from=", ctx.double_arg(1),
                 " > to=", ctx.double_arg(2));
   }
-  std::vector<Value> r;
-  if (empty_result(ctx, r)) return r;
-  FunctionBuilder& b = ctx.b;
-  const TensorType& out = ctx.out_type();
-  Value u = uniform01_for(ctx, out);
-  // from/to are runtime values in eager mode: new bounds never recompile.
-  Value from = b.broadcast_to(number(ctx, 1, u.dtype()), u.shape());
-  Value to = b.broadcast_to(number(ctx, 2, u.dtype()), u.shape());
-  Value v = b.add(b.mul(u, b.sub(to, from)), from);
-  return {b.convert(v, out.dtype)};
+  return unless_empty(ctx, [&](FunctionBuilder& b, const TensorType& out) {
+    Value u = uniform01_for(ctx, out);
+    // from/to are runtime values in eager mode: new bounds never recompile.
+    Value from = b.broadcast_to(number(ctx, 1, u.dtype()), u.shape());
+    Value to = b.broadcast_to(number(ctx, 2, u.dtype()), u.shape());
+    Value v = b.add(b.mul(u, b.sub(to, from)), from);
+    return b.convert(v, out.dtype);
+  });
 }
 
 // Standard normal samples by Box-Muller: sqrt(-2 ln(1 - u1)) * cos(2 pi u2).
@@ -141,14 +145,12 @@ std::vector<Value> lower_normal(LoweringContext& ctx) {
     TORCH_CHECK(ctx.double_arg(si) >= 0.0, "normal expects std >= 0.0, but found std ",
                 ctx.double_arg(si));
   }
-  std::vector<Value> r;
-  if (empty_result(ctx, r)) return r;
-  FunctionBuilder& b = ctx.b;
-  const TensorType& out = ctx.out_type();
-  Value z = standard_normal(ctx, out);
-  Value mean = param(ctx, "mean", z.type);
-  Value std = param(ctx, "std", z.type);
-  return {b.convert(b.add(mean, b.mul(std, z)), out.dtype)};
+  return unless_empty(ctx, [&](FunctionBuilder& b, const TensorType& out) {
+    Value z = standard_normal(ctx, out);
+    Value mean = param(ctx, "mean", z.type);
+    Value std = param(ctx, "std", z.type);
+    return b.convert(b.add(mean, b.mul(std, z)), out.dtype);
+  });
 }
 
 // Bernoulli draws: 1 where u < p. `p` is the float argument, a tensor argument, or self.
@@ -174,8 +176,7 @@ LoweringFn bernoulli(const char* p_name) {
       double p = ctx.double_arg(pi);
       TORCH_CHECK(p >= 0 && p <= 1, "bernoulli_ expects p to be in [0, 1], but got p=", p);
     }
-    std::vector<Value> r;
-    if (empty_result(ctx, r)) return r;
+    if (ctx.out_type().numel() == 0) return {empty_value(ctx)};
     FunctionBuilder& b = ctx.b;
     const TensorType& out = ctx.out_type();
     ElementType ct = sample_type(out.dtype);
@@ -186,53 +187,45 @@ LoweringFn bernoulli(const char* p_name) {
 }
 
 std::vector<Value> lower_exponential(LoweringContext& ctx) {
-  std::vector<Value> r;
-  if (empty_result(ctx, r)) return r;
-  FunctionBuilder& b = ctx.b;
-  const TensorType& out = ctx.out_type();
-  Value u = uniform01_for(ctx, out);
-  // -log(1 - u) / lambda: u < 1, so the sample is finite.
-  Value e = b.neg(b.unary("stablehlo.log_plus_one", b.neg(u)));
-  Value v = b.div(e, param(ctx, "lambd", u.type));
-  return {b.convert(v, out.dtype)};
+  return unless_empty(ctx, [&](FunctionBuilder& b, const TensorType& out) {
+    Value u = uniform01_for(ctx, out);
+    // -log(1 - u) / lambda: u < 1, so the sample is finite.
+    Value e = b.neg(b.unary("stablehlo.log_plus_one", b.neg(u)));
+    Value v = b.div(e, param(ctx, "lambd", u.type));
+    return b.convert(v, out.dtype);
+  });
 }
 
 std::vector<Value> lower_log_normal(LoweringContext& ctx) {
-  std::vector<Value> r;
-  if (empty_result(ctx, r)) return r;
-  FunctionBuilder& b = ctx.b;
-  const TensorType& out = ctx.out_type();
-  Value z = standard_normal(ctx, out);
-  Value v = b.add(param(ctx, "mean", z.type), b.mul(param(ctx, "std", z.type), z));
-  return {b.convert(b.unary("stablehlo.exponential", v), out.dtype)};
+  return unless_empty(ctx, [&](FunctionBuilder& b, const TensorType& out) {
+    Value z = standard_normal(ctx, out);
+    Value v = b.add(param(ctx, "mean", z.type), b.mul(param(ctx, "std", z.type), z));
+    return b.convert(b.unary("stablehlo.exponential", v), out.dtype);
+  });
 }
 
 // median + sigma * tan(pi * (u - 1/2)), with tan spelled as sin/cos.
 std::vector<Value> lower_cauchy(LoweringContext& ctx) {
-  std::vector<Value> r;
-  if (empty_result(ctx, r)) return r;
-  FunctionBuilder& b = ctx.b;
-  const TensorType& out = ctx.out_type();
-  Value u = uniform01_for(ctx, out);
-  Value angle = b.mul(b.constant(M_PI, u.type), b.sub(u, b.constant(0.5, u.type)));
-  Value tan = b.div(b.unary("stablehlo.sine", angle), b.unary("stablehlo.cosine", angle));
-  Value v = b.add(param(ctx, "median", u.type), b.mul(param(ctx, "sigma", u.type), tan));
-  return {b.convert(v, out.dtype)};
+  return unless_empty(ctx, [&](FunctionBuilder& b, const TensorType& out) {
+    Value u = uniform01_for(ctx, out);
+    Value angle = b.mul(b.constant(M_PI, u.type), b.sub(u, b.constant(0.5, u.type)));
+    Value tan = b.div(b.unary("stablehlo.sine", angle), b.unary("stablehlo.cosine", angle));
+    Value v = b.add(param(ctx, "median", u.type), b.mul(param(ctx, "sigma", u.type), tan));
+    return b.convert(v, out.dtype);
+  });
 }
 
 // Number of trials to the first success: ceil(log(u) / log(1 - p)) with u in (0, 1].
 std::vector<Value> lower_geometric(LoweringContext& ctx) {
-  std::vector<Value> r;
-  if (empty_result(ctx, r)) return r;
-  FunctionBuilder& b = ctx.b;
-  const TensorType& out = ctx.out_type();
-  ElementType ct = sample_type(out.dtype);
-  Value u = uniform01(ctx, out.shape, ct, digits(ct));
-  Value one = b.constant(1, u.type);
-  Value l = b.unary("stablehlo.log", b.sub(one, u));
-  Value p = param(ctx, "p", u.type);
-  Value k = b.unary("stablehlo.ceil", b.div(l, b.unary("stablehlo.log_plus_one", b.neg(p))));
-  return {b.convert(b.max(k, one), out.dtype)};
+  return unless_empty(ctx, [&](FunctionBuilder& b, const TensorType& out) {
+    ElementType ct = sample_type(out.dtype);
+    Value u = uniform01(ctx, out.shape, ct, digits(ct));
+    Value one = b.constant(1, u.type);
+    Value l = b.unary("stablehlo.log", b.sub(one, u));
+    Value p = param(ctx, "p", u.type);
+    Value k = b.unary("stablehlo.ceil", b.div(l, b.unary("stablehlo.log_plus_one", b.neg(p))));
+    return b.convert(b.max(k, one), out.dtype);
+  });
 }
 
 // ---- random_ (integers) ----
@@ -283,8 +276,7 @@ Value random_ints(LoweringContext& ctx, int64_t from, uint64_t range) {
 }
 
 std::vector<Value> random_from_to(LoweringContext& ctx, int64_t from, std::optional<int64_t> to) {
-  std::vector<Value> r;
-  if (empty_result(ctx, r)) return r;
+  if (ctx.out_type().numel() == 0) return {empty_value(ctx)};
   uint64_t range;
   if (to) {
     TORCH_CHECK(from < *to,
@@ -304,25 +296,23 @@ std::vector<Value> random_from_to(LoweringContext& ctx, int64_t from, std::optio
 // on the device, where 0 means all 2^64 values. `to` absent: up to the dtype's largest value.
 std::vector<Value> random_runtime_bounds(LoweringContext& ctx, size_t from_i,
                                          std::optional<size_t> to_i) {
-  std::vector<Value> r;
-  if (empty_result(ctx, r)) return r;
-  FunctionBuilder& b = ctx.b;
-  const TensorType& out = ctx.out_type();
-  TensorType u64_0(ElementType::kU64, {});
-  Value from = number(ctx, from_i, ElementType::kS64);
-  Value hi = to_i
-                 ? b.bitcast_convert(number(ctx, *to_i, ElementType::kS64), ElementType::kU64)
-                 : b.add(b.constant_int(max_inclusive(out.dtype), u64_0), b.constant_int(1, u64_0));
-  Value range = b.sub(hi, b.bitcast_convert(from, ElementType::kU64));
-  Value bits = random_bits(ctx, out.shape, ElementType::kU64);
-  Value ranges = b.broadcast_to(range, out.shape);
-  Value zero = b.constant_int(0, TensorType(ElementType::kU64, out.shape));
-  Value is_full = b.compare(ranges, zero, CompareDirection::kEQ);
-  // Never divide by 0: the full range takes the bits as they are.
-  Value safe = b.select(is_full, b.constant_int(1, ranges.type), ranges);
-  Value offset = b.select(is_full, bits, b.binary("stablehlo.remainder", bits, safe));
-  Value v = b.add(b.bitcast_convert(offset, ElementType::kS64), b.broadcast_to(from, out.shape));
-  return {b.convert(v, out.dtype)};
+  return unless_empty(ctx, [&](FunctionBuilder& b, const TensorType& out) {
+    TensorType u64_0(ElementType::kU64, {});
+    Value from = number(ctx, from_i, ElementType::kS64);
+    Value hi =
+        to_i ? b.bitcast_convert(number(ctx, *to_i, ElementType::kS64), ElementType::kU64)
+             : b.add(b.constant_int(max_inclusive(out.dtype), u64_0), b.constant_int(1, u64_0));
+    Value range = b.sub(hi, b.bitcast_convert(from, ElementType::kU64));
+    Value bits = random_bits(ctx, out.shape, ElementType::kU64);
+    Value ranges = b.broadcast_to(range, out.shape);
+    Value zero = b.constant_int(0, TensorType(ElementType::kU64, out.shape));
+    Value is_full = b.compare(ranges, zero, CompareDirection::kEQ);
+    // Never divide by 0: the full range takes the bits as they are.
+    Value safe = b.select(is_full, b.constant_int(1, ranges.type), ranges);
+    Value offset = b.select(is_full, bits, b.binary("stablehlo.remainder", bits, safe));
+    Value v = b.add(b.bitcast_convert(offset, ElementType::kS64), b.broadcast_to(from, out.shape));
+    return b.convert(v, out.dtype);
+  });
 }
 
 std::vector<Value> lower_random_from(LoweringContext& ctx) {
@@ -336,8 +326,7 @@ std::vector<Value> lower_random_to(LoweringContext& ctx) {
   if (ctx.arg(1).kind == LArg::Kind::kScalar) {
     // from = 0: a literal zero in the `from` position of the runtime form.
     FunctionBuilder& b = ctx.b;
-    std::vector<Value> r;
-    if (empty_result(ctx, r)) return r;
+    if (ctx.out_type().numel() == 0) return {empty_value(ctx)};
     const TensorType& out = ctx.out_type();
     Value range = b.bitcast_convert(number(ctx, 1, ElementType::kS64), ElementType::kU64);
     Value bits = random_bits(ctx, out.shape, ElementType::kU64);
@@ -355,14 +344,12 @@ std::vector<Value> lower_random(LoweringContext& ctx) {
 // ---- random factories (compiled graphs only: eager factories fill an empty tensor in place) ----
 
 std::vector<Value> lower_rand(LoweringContext& ctx) {
-  std::vector<Value> r;
-  if (empty_result(ctx, r)) return r;
+  if (ctx.out_type().numel() == 0) return {empty_value(ctx)};
   return {ctx.b.convert(uniform01_for(ctx, ctx.out_type()), ctx.out_type().dtype)};
 }
 
 std::vector<Value> lower_randn(LoweringContext& ctx) {
-  std::vector<Value> r;
-  if (empty_result(ctx, r)) return r;
+  if (ctx.out_type().numel() == 0) return {empty_value(ctx)};
   return {ctx.b.convert(standard_normal(ctx, ctx.out_type()), ctx.out_type().dtype)};
 }
 
@@ -392,8 +379,7 @@ std::vector<Value> lower_randperm(LoweringContext& ctx) {
   } else if (!shlo::is_float(out.dtype)) {  // bfloat16 goes unchecked, as on the CPU
     check_scalar_fits(c10::Scalar(n > 0 ? n - 1 : n), to_scalar_type(out.dtype));
   }
-  std::vector<Value> r;
-  if (empty_result(ctx, r)) return r;
+  if (ctx.out_type().numel() == 0) return {empty_value(ctx)};
   Value bits = random_bits(ctx, out.shape, ElementType::kU64);
   Value keys = ctx.b.bitcast_convert(bits, ElementType::kS64);
   Value perm = sort_with_indices(ctx.b, keys, 0, /*descending=*/false).at(1);
@@ -535,49 +521,45 @@ double smallest_normal(ElementType t) {
 }
 
 std::vector<Value> lower_standard_gamma(LoweringContext& ctx) {
-  std::vector<Value> r;
-  if (empty_result(ctx, r)) return r;
-  FunctionBuilder& b = ctx.b;
-  const TensorType& out = ctx.out_type();
-  Value alpha = b.reshape(b.convert(ctx.tensor(0), sample_type(out.dtype)), {out.numel()});
-  Value rounded = b.convert(gamma_draws(ctx, alpha), out.dtype);
-  Value floor = b.constant(smallest_normal(out.dtype), rounded.type);
-  // max(min_normal, sample) keeping NaN, as the CPU's (min > sample ? min : sample).
-  Value clamped = b.select(b.compare(floor, rounded, CompareDirection::kGT), floor, rounded);
-  return {b.reshape(clamped, out.shape)};
+  return unless_empty(ctx, [&](FunctionBuilder& b, const TensorType& out) {
+    Value alpha = b.reshape(b.convert(ctx.tensor(0), sample_type(out.dtype)), {out.numel()});
+    Value rounded = b.convert(gamma_draws(ctx, alpha), out.dtype);
+    Value floor = b.constant(smallest_normal(out.dtype), rounded.type);
+    // max(min_normal, sample) keeping NaN, as the CPU's (min > sample ? min : sample).
+    Value clamped = b.select(b.compare(floor, rounded, CompareDirection::kGT), floor, rounded);
+    return b.reshape(clamped, out.shape);
+  });
 }
 
 // _sample_dirichlet(self, generator): the CPU's _s_dirichlet: Gamma(alpha) draws in f64, each
 // at least DBL_MIN, normalized over the last dim, then rounded and clamped to
 // [smallest normal, the largest value below 1] of the result dtype.
 std::vector<Value> lower_sample_dirichlet(LoweringContext& ctx) {
-  std::vector<Value> r;
-  if (empty_result(ctx, r)) return r;
-  FunctionBuilder& b = ctx.b;
-  const TensorType& out = ctx.out_type();
-  TORCH_CHECK(out.rank() >= 1, "_sample_dirichlet: expected at least one dimension");
-  const ElementType f64 = ElementType::kF64;
-  Value alpha = b.reshape(b.convert(ctx.tensor(0), f64), {out.numel()});
-  Value g = gamma_draws(ctx, alpha);
-  g = b.max(g, b.constant(std::numeric_limits<double>::min(), g.type));
-  g = b.reshape(g, out.shape);
-  std::vector<int64_t> keep(out.shape.begin(), out.shape.end() - 1);
-  std::vector<int64_t> dims(keep.size());
-  for (size_t i = 0; i < dims.size(); ++i) dims[i] = static_cast<int64_t>(i);
-  Value sum =
-      b.reduce_simple(g, b.constant(0, TensorType(f64, {})), {out.rank() - 1}, "stablehlo.add");
-  Value ratio = b.div(g, b.broadcast_in_dim(sum, out.shape, dims));
-  Value v = b.convert(ratio, out.dtype);
-  double below_one = out.dtype == ElementType::kF64   ? std::nextafter(1.0, 0.0)
-                     : out.dtype == ElementType::kF16 ? 1.0 - std::ldexp(1.0, -11)
-                     : out.dtype == ElementType::kBF16
-                         ? 1.0 - std::ldexp(1.0, -8)
-                         : static_cast<double>(std::nextafter(1.0f, 0.0f));
-  Value lo = b.constant(smallest_normal(out.dtype), v.type);
-  Value hi = b.constant(below_one, v.type);
-  // std::min(max, std::max(min, x)): NaN becomes min (std::max(min, NaN) is min).
-  Value above = b.select(b.compare(v, lo, CompareDirection::kGT), v, lo);
-  return {b.select(b.compare(hi, above, CompareDirection::kLT), hi, above)};
+  return unless_empty(ctx, [&](FunctionBuilder& b, const TensorType& out) {
+    TORCH_CHECK(out.rank() >= 1, "_sample_dirichlet: expected at least one dimension");
+    const ElementType f64 = ElementType::kF64;
+    Value alpha = b.reshape(b.convert(ctx.tensor(0), f64), {out.numel()});
+    Value g = gamma_draws(ctx, alpha);
+    g = b.max(g, b.constant(std::numeric_limits<double>::min(), g.type));
+    g = b.reshape(g, out.shape);
+    std::vector<int64_t> keep(out.shape.begin(), out.shape.end() - 1);
+    std::vector<int64_t> dims(keep.size());
+    for (size_t i = 0; i < dims.size(); ++i) dims[i] = static_cast<int64_t>(i);
+    Value sum =
+        b.reduce_simple(g, b.constant(0, TensorType(f64, {})), {out.rank() - 1}, "stablehlo.add");
+    Value ratio = b.div(g, b.broadcast_in_dim(sum, out.shape, dims));
+    Value v = b.convert(ratio, out.dtype);
+    double below_one = out.dtype == ElementType::kF64   ? std::nextafter(1.0, 0.0)
+                       : out.dtype == ElementType::kF16 ? 1.0 - std::ldexp(1.0, -11)
+                       : out.dtype == ElementType::kBF16
+                           ? 1.0 - std::ldexp(1.0, -8)
+                           : static_cast<double>(std::nextafter(1.0f, 0.0f));
+    Value lo = b.constant(smallest_normal(out.dtype), v.type);
+    Value hi = b.constant(below_one, v.type);
+    // std::min(max, std::max(min, x)): NaN becomes min (std::max(min, NaN) is min).
+    Value above = b.select(b.compare(v, lo, CompareDirection::kGT), v, lo);
+    return b.select(b.compare(hi, above, CompareDirection::kLT), hi, above);
+  });
 }
 
 // poisson(self, generator): the CPU's sample_poisson in f64: Knuth's product of uniforms for
@@ -588,69 +570,67 @@ std::vector<Value> lower_sample_dirichlet(LoweringContext& ctx) {
 // rounds (Knuth takes about lambda + 1 < 11, PTRS accepts above 90% a round; an infinite rate,
 // where the CPU returns INT64_MIN, never decides) comes out NaN.
 std::vector<Value> lower_poisson(LoweringContext& ctx) {
-  std::vector<Value> r;
-  if (empty_result(ctx, r)) return r;
-  FunctionBuilder& b = ctx.b;
-  const TensorType& out = ctx.out_type();
-  const ElementType f64 = ElementType::kF64;
-  const int64_t n = out.numel();
-  TensorType row(f64, {n});
-  auto c = [&](double v) { return b.constant(v, row); };
-  auto un = [&](FunctionBuilder& fb, const char* name, Value x) { return fb.unary(name, x); };
-  Value lam = b.reshape(b.convert(ctx.tensor(0), f64), {n});
-  // The CPU's check on every rate (NaN included), raised at the next sync like other
-  // device-side checks.
-  Value valid =
-      b.reduce_simple(b.compare(lam, c(0.0), CompareDirection::kGE),
-                      b.constant(1, TensorType(ElementType::kPred, {})), {0}, "stablehlo.and");
-  check(ctx, valid, "invalid Poisson rate, expected rate to be non-negative",
-        /*index_error=*/false);
-  Value slam = un(b, "stablehlo.sqrt", lam);
-  Value loglam = un(b, "stablehlo.log", lam);
-  Value bb = b.add(c(0.931), b.mul(c(2.53), slam));
-  Value a = b.add(c(-0.059), b.mul(c(0.02483), bb));
-  Value invalpha = b.add(c(1.1239), b.div(c(1.1328), b.sub(bb, c(3.4))));
-  Value vr = b.sub(c(0.9277), b.div(c(3.6224), b.sub(bb, c(2.0))));
-  Value enlam = un(b, "stablehlo.exponential", b.neg(lam));
-  Value large = b.compare(lam, c(10.0), CompareDirection::kGE);
-  // Not large and lambda == 0 (or anything Knuth ends at once) is decided in the first round.
-  auto round = [&](FunctionBuilder& lb, const Values& u, const Values& vars,
-                   const Values& fx) -> SamplerRound {
-    auto k = [&](double v) { return lb.constant(v, row); };
-    const Value &l = fx[0], &ll = fx[1], &bv = fx[2], &av = fx[3], &ia = fx[4], &vrv = fx[5],
-                &el = fx[6], &lg = fx[7];
-    const Value &u1 = u[0], &u2 = u[1];
-    // Knuth: prod *= U; X += 1 while prod > e^-lambda.
-    Value prod = lb.mul(vars[0], u1);
-    Value goes_on = lb.compare(prod, el, CompareDirection::kGT);
-    Value knuth_done = lb.unary("stablehlo.not", goes_on);
-    Value knuth_next = lb.select(goes_on, lb.add(vars[1], k(1.0)), vars[1]);
-    // PTRS.
-    Value uu = lb.sub(u1, k(0.5));
-    Value us = lb.sub(k(0.5), lb.abs(uu));
-    Value kk = lb.unary(
-        "stablehlo.floor",
-        lb.add(lb.mul(lb.add(lb.div(lb.mul(k(2.0), av), us), bv), uu), lb.add(l, k(0.43))));
-    Value quick = lb.binary("stablehlo.and", lb.compare(us, k(0.07), CompareDirection::kGE),
-                            lb.compare(u2, vrv, CompareDirection::kLE));
-    Value reject =
-        lb.binary("stablehlo.or", lb.compare(kk, k(0.0), CompareDirection::kLT),
-                  lb.binary("stablehlo.and", lb.compare(us, k(0.013), CompareDirection::kLT),
-                            lb.compare(u2, us, CompareDirection::kGT)));
-    Value lhs = lb.sub(lb.add(lb.unary("stablehlo.log", u2), lb.unary("stablehlo.log", ia)),
-                       lb.unary("stablehlo.log", lb.add(lb.div(av, lb.mul(us, us)), bv)));
-    Value rhs =
-        lb.sub(lb.add(lb.neg(l), lb.mul(kk, ll)), lb.unary("chlo.lgamma", lb.add(kk, k(1.0))));
-    Value slow = lb.binary("stablehlo.and", lb.unary("stablehlo.not", reject),
-                           lb.compare(lhs, rhs, CompareDirection::kLE));
-    Value ptrs_done = lb.binary("stablehlo.or", quick, slow);
-    return {lb.select(lg, ptrs_done, knuth_done), lb.select(lg, kk, vars[1]), {prod, knuth_next}};
-  };
-  Value drawn =
-      run_sampler(b, sampler_state(ctx), b.constant(0, TensorType(ElementType::kPred, {n})), f64,
-                  /*draws=*/2, /*max_rounds=*/1024, /*vars=*/{c(1.0), c(0.0)},
-                  {lam, loglam, bb, a, invalpha, vr, enlam, large}, round);
-  return {b.reshape(b.convert(drawn, out.dtype), out.shape)};
+  return unless_empty(ctx, [&](FunctionBuilder& b, const TensorType& out) {
+    const ElementType f64 = ElementType::kF64;
+    const int64_t n = out.numel();
+    TensorType row(f64, {n});
+    auto c = [&](double v) { return b.constant(v, row); };
+    auto un = [&](FunctionBuilder& fb, const char* name, Value x) { return fb.unary(name, x); };
+    Value lam = b.reshape(b.convert(ctx.tensor(0), f64), {n});
+    // The CPU's check on every rate (NaN included), raised at the next sync like other
+    // device-side checks.
+    Value valid =
+        b.reduce_simple(b.compare(lam, c(0.0), CompareDirection::kGE),
+                        b.constant(1, TensorType(ElementType::kPred, {})), {0}, "stablehlo.and");
+    check(ctx, valid, "invalid Poisson rate, expected rate to be non-negative",
+          /*index_error=*/false);
+    Value slam = un(b, "stablehlo.sqrt", lam);
+    Value loglam = un(b, "stablehlo.log", lam);
+    Value bb = b.add(c(0.931), b.mul(c(2.53), slam));
+    Value a = b.add(c(-0.059), b.mul(c(0.02483), bb));
+    Value invalpha = b.add(c(1.1239), b.div(c(1.1328), b.sub(bb, c(3.4))));
+    Value vr = b.sub(c(0.9277), b.div(c(3.6224), b.sub(bb, c(2.0))));
+    Value enlam = un(b, "stablehlo.exponential", b.neg(lam));
+    Value large = b.compare(lam, c(10.0), CompareDirection::kGE);
+    // Not large and lambda == 0 (or anything Knuth ends at once) is decided in the first round.
+    auto round = [&](FunctionBuilder& lb, const Values& u, const Values& vars,
+                     const Values& fx) -> SamplerRound {
+      auto k = [&](double v) { return lb.constant(v, row); };
+      const Value &l = fx[0], &ll = fx[1], &bv = fx[2], &av = fx[3], &ia = fx[4], &vrv = fx[5],
+                  &el = fx[6], &lg = fx[7];
+      const Value &u1 = u[0], &u2 = u[1];
+      // Knuth: prod *= U; X += 1 while prod > e^-lambda.
+      Value prod = lb.mul(vars[0], u1);
+      Value goes_on = lb.compare(prod, el, CompareDirection::kGT);
+      Value knuth_done = lb.unary("stablehlo.not", goes_on);
+      Value knuth_next = lb.select(goes_on, lb.add(vars[1], k(1.0)), vars[1]);
+      // PTRS.
+      Value uu = lb.sub(u1, k(0.5));
+      Value us = lb.sub(k(0.5), lb.abs(uu));
+      Value kk = lb.unary(
+          "stablehlo.floor",
+          lb.add(lb.mul(lb.add(lb.div(lb.mul(k(2.0), av), us), bv), uu), lb.add(l, k(0.43))));
+      Value quick = lb.binary("stablehlo.and", lb.compare(us, k(0.07), CompareDirection::kGE),
+                              lb.compare(u2, vrv, CompareDirection::kLE));
+      Value reject =
+          lb.binary("stablehlo.or", lb.compare(kk, k(0.0), CompareDirection::kLT),
+                    lb.binary("stablehlo.and", lb.compare(us, k(0.013), CompareDirection::kLT),
+                              lb.compare(u2, us, CompareDirection::kGT)));
+      Value lhs = lb.sub(lb.add(lb.unary("stablehlo.log", u2), lb.unary("stablehlo.log", ia)),
+                         lb.unary("stablehlo.log", lb.add(lb.div(av, lb.mul(us, us)), bv)));
+      Value rhs =
+          lb.sub(lb.add(lb.neg(l), lb.mul(kk, ll)), lb.unary("chlo.lgamma", lb.add(kk, k(1.0))));
+      Value slow = lb.binary("stablehlo.and", lb.unary("stablehlo.not", reject),
+                             lb.compare(lhs, rhs, CompareDirection::kLE));
+      Value ptrs_done = lb.binary("stablehlo.or", quick, slow);
+      return {lb.select(lg, ptrs_done, knuth_done), lb.select(lg, kk, vars[1]), {prod, knuth_next}};
+    };
+    Value drawn =
+        run_sampler(b, sampler_state(ctx), b.constant(0, TensorType(ElementType::kPred, {n})), f64,
+                    /*draws=*/2, /*max_rounds=*/1024, /*vars=*/{c(1.0), c(0.0)},
+                    {lam, loglam, bb, a, invalpha, vr, enlam, large}, round);
+    return b.reshape(b.convert(drawn, out.dtype), out.shape);
+  });
 }
 
 // Stirling's series tail of log(k!) as the CPU's stirling_approx_tail: a table for k <= 9.
@@ -677,80 +657,78 @@ Value stirling_tail(FunctionBuilder& b, Value k) {
 // per element and round from a carried ThreeFry state. An element undecided after 1024 rounds
 // comes out NaN.
 std::vector<Value> lower_binomial(LoweringContext& ctx) {
-  std::vector<Value> r;
-  if (empty_result(ctx, r)) return r;
-  FunctionBuilder& b = ctx.b;
-  const TensorType& out = ctx.out_type();
-  const ElementType f64 = ElementType::kF64;
-  const int64_t n = out.numel();
-  TensorType row(f64, {n});
-  auto c = [&](double v) { return b.constant(v, row); };
-  auto lg = [&](FunctionBuilder& fb, Value x) { return fb.unary("stablehlo.log", x); };
-  Value count = b.reshape(b.convert(coerce(b, ctx.tensor(0), out), f64), {n});
-  Value prob = b.reshape(b.convert(coerce(b, ctx.tensor(1), out), f64), {n});
-  Value flip = b.compare(prob, c(0.5), CompareDirection::kGT);
-  Value q = b.select(flip, b.sub(c(1.0), prob), prob);
-  Value use_btrs = b.compare(b.mul(count, q), c(10.0), CompareDirection::kGE);
-  Value logq = b.unary("stablehlo.log_plus_one", b.neg(q));
-  Value stddev = b.unary("stablehlo.sqrt", b.mul(b.mul(count, q), b.sub(c(1.0), q)));
-  Value bb = b.add(c(1.15), b.mul(c(2.53), stddev));
-  Value a = b.add(b.add(c(-0.0873), b.mul(c(0.0248), bb)), b.mul(c(0.01), q));
-  Value cc = b.add(b.mul(count, q), c(0.5));
-  Value vr = b.sub(c(0.92), b.div(c(4.2), bb));
-  Value rr = b.div(q, b.sub(c(1.0), q));
-  Value alpha = b.mul(b.add(c(2.83), b.div(c(5.1), bb)), stddev);
-  Value m = b.unary("stablehlo.floor", b.mul(b.add(count, c(1.0)), q));
-  Value zero = b.binary("stablehlo.or", b.compare(count, c(0.0), CompareDirection::kLE),
-                        b.compare(prob, c(0.0), CompareDirection::kLE));
-  Value full = b.compare(prob, c(1.0), CompareDirection::kGE);
-  Value nan_p = b.compare(prob, prob, CompareDirection::kNE);
-  // Elements the special cases decide never enter the loop (their sampler constants are
-  // degenerate: q = 0 would never finish).
-  Value decided = b.binary("stablehlo.or", zero, b.binary("stablehlo.or", full, nan_p));
-  auto round = [&](FunctionBuilder& lb, const Values& u, const Values& vars,
-                   const Values& fx) -> SamplerRound {
-    auto k_ = [&](double v) { return lb.constant(v, row); };
-    const Value &cnt = fx[0], &lq = fx[1], &bt = fx[2], &bv = fx[3], &av = fx[4], &cv = fx[5],
-                &vrv = fx[6], &rv = fx[7], &al = fx[8], &mv = fx[9];
-    const Value &u1 = u[0], &u2 = u[1];
-    // Inversion: geom_sum += ceil(log U / log(1 - q)); done once it passes count.
-    Value geom = lb.unary("stablehlo.ceil", lb.div(lg(lb, u1), lq));
-    Value gsum = lb.add(vars[0], geom);
-    Value inv_done = lb.compare(gsum, cnt, CompareDirection::kGT);
-    Value inv_next = lb.select(inv_done, vars[1], lb.add(vars[1], k_(1.0)));
-    // BTRS.
-    Value uu = lb.sub(u1, k_(0.5));
-    Value us = lb.sub(k_(0.5), lb.abs(uu));
-    Value kk = lb.unary("stablehlo.floor",
-                        lb.add(lb.mul(lb.add(lb.div(lb.mul(k_(2.0), av), us), bv), uu), cv));
-    Value in_range = lb.binary("stablehlo.and", lb.compare(kk, k_(0.0), CompareDirection::kGE),
-                               lb.compare(kk, cnt, CompareDirection::kLE));
-    Value quick = lb.binary("stablehlo.and", lb.compare(us, k_(0.07), CompareDirection::kGE),
-                            lb.compare(u2, vrv, CompareDirection::kLE));
-    Value vlog = lg(lb, lb.div(lb.mul(u2, al), lb.add(lb.div(av, lb.mul(us, us)), bv)));
-    Value cm1 = lb.add(lb.sub(cnt, mv), k_(1.0));
-    Value ck1 = lb.add(lb.sub(cnt, kk), k_(1.0));
-    Value upper = lb.add(
-        lb.add(lb.mul(lb.add(mv, k_(0.5)), lg(lb, lb.div(lb.add(mv, k_(1.0)), lb.mul(rv, cm1)))),
-               lb.mul(lb.add(cnt, k_(1.0)), lg(lb, lb.div(cm1, ck1)))),
-        lb.mul(lb.add(kk, k_(0.5)), lg(lb, lb.div(lb.mul(rv, ck1), lb.add(kk, k_(1.0))))));
-    upper =
-        lb.add(upper, lb.sub(lb.add(stirling_tail(lb, mv), stirling_tail(lb, lb.sub(cnt, mv))),
-                             lb.add(stirling_tail(lb, kk), stirling_tail(lb, lb.sub(cnt, kk)))));
-    Value btrs_done =
-        lb.binary("stablehlo.and", in_range,
-                  lb.binary("stablehlo.or", quick, lb.compare(vlog, upper, CompareDirection::kLE)));
-    return {lb.select(bt, btrs_done, inv_done), lb.select(bt, kk, vars[1]), {gsum, inv_next}};
-  };
-  Value drawn = run_sampler(b, sampler_state(ctx), decided, f64, /*draws=*/2, /*max_rounds=*/1024,
-                            /*vars=*/{c(0.0), c(0.0)},
-                            {count, logq, use_btrs, bb, a, cc, vr, rr, alpha, m}, round);
-  Value k = b.select(flip, b.sub(count, drawn), drawn);
-  // In the CPU's order: count <= 0 or prob <= 0 first, then prob >= 1, then a NaN prob.
-  k = b.select(nan_p, c(NAN), k);
-  k = b.select(full, count, k);
-  k = b.select(zero, c(0.0), k);
-  return {b.reshape(b.convert(k, out.dtype), out.shape)};
+  return unless_empty(ctx, [&](FunctionBuilder& b, const TensorType& out) {
+    const ElementType f64 = ElementType::kF64;
+    const int64_t n = out.numel();
+    TensorType row(f64, {n});
+    auto c = [&](double v) { return b.constant(v, row); };
+    auto lg = [&](FunctionBuilder& fb, Value x) { return fb.unary("stablehlo.log", x); };
+    Value count = b.reshape(b.convert(coerce(b, ctx.tensor(0), out), f64), {n});
+    Value prob = b.reshape(b.convert(coerce(b, ctx.tensor(1), out), f64), {n});
+    Value flip = b.compare(prob, c(0.5), CompareDirection::kGT);
+    Value q = b.select(flip, b.sub(c(1.0), prob), prob);
+    Value use_btrs = b.compare(b.mul(count, q), c(10.0), CompareDirection::kGE);
+    Value logq = b.unary("stablehlo.log_plus_one", b.neg(q));
+    Value stddev = b.unary("stablehlo.sqrt", b.mul(b.mul(count, q), b.sub(c(1.0), q)));
+    Value bb = b.add(c(1.15), b.mul(c(2.53), stddev));
+    Value a = b.add(b.add(c(-0.0873), b.mul(c(0.0248), bb)), b.mul(c(0.01), q));
+    Value cc = b.add(b.mul(count, q), c(0.5));
+    Value vr = b.sub(c(0.92), b.div(c(4.2), bb));
+    Value rr = b.div(q, b.sub(c(1.0), q));
+    Value alpha = b.mul(b.add(c(2.83), b.div(c(5.1), bb)), stddev);
+    Value m = b.unary("stablehlo.floor", b.mul(b.add(count, c(1.0)), q));
+    Value zero = b.binary("stablehlo.or", b.compare(count, c(0.0), CompareDirection::kLE),
+                          b.compare(prob, c(0.0), CompareDirection::kLE));
+    Value full = b.compare(prob, c(1.0), CompareDirection::kGE);
+    Value nan_p = b.compare(prob, prob, CompareDirection::kNE);
+    // Elements the special cases decide never enter the loop (their sampler constants are
+    // degenerate: q = 0 would never finish).
+    Value decided = b.binary("stablehlo.or", zero, b.binary("stablehlo.or", full, nan_p));
+    auto round = [&](FunctionBuilder& lb, const Values& u, const Values& vars,
+                     const Values& fx) -> SamplerRound {
+      auto k_ = [&](double v) { return lb.constant(v, row); };
+      const Value &cnt = fx[0], &lq = fx[1], &bt = fx[2], &bv = fx[3], &av = fx[4], &cv = fx[5],
+                  &vrv = fx[6], &rv = fx[7], &al = fx[8], &mv = fx[9];
+      const Value &u1 = u[0], &u2 = u[1];
+      // Inversion: geom_sum += ceil(log U / log(1 - q)); done once it passes count.
+      Value geom = lb.unary("stablehlo.ceil", lb.div(lg(lb, u1), lq));
+      Value gsum = lb.add(vars[0], geom);
+      Value inv_done = lb.compare(gsum, cnt, CompareDirection::kGT);
+      Value inv_next = lb.select(inv_done, vars[1], lb.add(vars[1], k_(1.0)));
+      // BTRS.
+      Value uu = lb.sub(u1, k_(0.5));
+      Value us = lb.sub(k_(0.5), lb.abs(uu));
+      Value kk = lb.unary("stablehlo.floor",
+                          lb.add(lb.mul(lb.add(lb.div(lb.mul(k_(2.0), av), us), bv), uu), cv));
+      Value in_range = lb.binary("stablehlo.and", lb.compare(kk, k_(0.0), CompareDirection::kGE),
+                                 lb.compare(kk, cnt, CompareDirection::kLE));
+      Value quick = lb.binary("stablehlo.and", lb.compare(us, k_(0.07), CompareDirection::kGE),
+                              lb.compare(u2, vrv, CompareDirection::kLE));
+      Value vlog = lg(lb, lb.div(lb.mul(u2, al), lb.add(lb.div(av, lb.mul(us, us)), bv)));
+      Value cm1 = lb.add(lb.sub(cnt, mv), k_(1.0));
+      Value ck1 = lb.add(lb.sub(cnt, kk), k_(1.0));
+      Value upper = lb.add(
+          lb.add(lb.mul(lb.add(mv, k_(0.5)), lg(lb, lb.div(lb.add(mv, k_(1.0)), lb.mul(rv, cm1)))),
+                 lb.mul(lb.add(cnt, k_(1.0)), lg(lb, lb.div(cm1, ck1)))),
+          lb.mul(lb.add(kk, k_(0.5)), lg(lb, lb.div(lb.mul(rv, ck1), lb.add(kk, k_(1.0))))));
+      upper =
+          lb.add(upper, lb.sub(lb.add(stirling_tail(lb, mv), stirling_tail(lb, lb.sub(cnt, mv))),
+                               lb.add(stirling_tail(lb, kk), stirling_tail(lb, lb.sub(cnt, kk)))));
+      Value btrs_done = lb.binary(
+          "stablehlo.and", in_range,
+          lb.binary("stablehlo.or", quick, lb.compare(vlog, upper, CompareDirection::kLE)));
+      return {lb.select(bt, btrs_done, inv_done), lb.select(bt, kk, vars[1]), {gsum, inv_next}};
+    };
+    Value drawn = run_sampler(b, sampler_state(ctx), decided, f64, /*draws=*/2, /*max_rounds=*/1024,
+                              /*vars=*/{c(0.0), c(0.0)},
+                              {count, logq, use_btrs, bb, a, cc, vr, rr, alpha, m}, round);
+    Value k = b.select(flip, b.sub(count, drawn), drawn);
+    // In the CPU's order: count <= 0 or prob <= 0 first, then prob >= 1, then a NaN prob.
+    k = b.select(nan_p, c(NAN), k);
+    k = b.select(full, count, k);
+    k = b.select(zero, c(0.0), k);
+    return b.reshape(b.convert(k, out.dtype), out.shape);
+  });
 }
 
 TORCHTPU_GRAPH_LOWERING("aten::rand", lower_rand);

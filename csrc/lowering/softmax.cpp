@@ -52,14 +52,23 @@ std::vector<Value> lower_log_softmax(LoweringContext& ctx) {
   return {b.convert(r, ctx.out_type().dtype)};
 }
 
+// A softmax backward's operands (grad_output, output, dim, input_dtype): the gradient and the
+// forward's output in the gradient's opmath dtype, and the reduced dims.
+struct BackwardOperands {
+  Value g, y;
+  std::vector<int64_t> dims;
+};
+
+BackwardOperands backward_operands(LoweringContext& ctx) {
+  ElementType acc = opmath_type(ctx.tensor(0).dtype());
+  Value g = ctx.b.convert(ctx.tensor(0), acc);
+  return {g, ctx.b.convert(ctx.tensor(1), acc), softmax_dims(ctx, 2, g.rank())};
+}
+
 // grad_input = y * (g - sum(g * y)) with y the forward output.
 std::vector<Value> lower_softmax_backward(LoweringContext& ctx) {
   FunctionBuilder& b = ctx.b;
-  Value g0 = ctx.tensor(0);
-  ElementType acc = opmath_type(g0.dtype());
-  Value g = b.convert(g0, acc);
-  Value y = b.convert(ctx.tensor(1), acc);
-  std::vector<int64_t> dims = softmax_dims(ctx, 2, g.rank());
+  auto [g, y, dims] = backward_operands(ctx);
   Value gy = b.mul(g, y);
   Value r = b.mul(y, b.sub(g, reduce_keep(b, gy, dims, 0, "stablehlo.add")));
   return {b.convert(r, ctx.out_type().dtype)};
@@ -68,11 +77,7 @@ std::vector<Value> lower_softmax_backward(LoweringContext& ctx) {
 // grad_input = g - exp(y) * sum(g) with y the forward (log-softmax) output.
 std::vector<Value> lower_log_softmax_backward(LoweringContext& ctx) {
   FunctionBuilder& b = ctx.b;
-  Value g0 = ctx.tensor(0);
-  ElementType acc = opmath_type(g0.dtype());
-  Value g = b.convert(g0, acc);
-  Value y = b.convert(ctx.tensor(1), acc);
-  std::vector<int64_t> dims = softmax_dims(ctx, 2, g.rank());
+  auto [g, y, dims] = backward_operands(ctx);
   Value sg = reduce_keep(b, g, dims, 0, "stablehlo.add");
   Value r = b.sub(g, b.mul(b.unary("stablehlo.exponential", y), sg));
   return {b.convert(r, ctx.out_type().dtype)};

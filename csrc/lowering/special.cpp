@@ -563,48 +563,29 @@ TORCHTPU_LOWERING("aten::special_entr", unary(entr));
 TORCHTPU_LOWERING("aten::heaviside", lower_heaviside);
 TORCHTPU_LOWERING("aten::nextafter", lower_nextafter);
 
-static const PolyRegistrar kPoly1("special_chebyshev_polynomial_t",
-                                  poly([](FunctionBuilder& b, Value x, Value n) {
-                                    return chebyshev(b, x, n, 't', false);
-                                  }));
-static const PolyRegistrar kPoly2("special_shifted_chebyshev_polynomial_t",
-                                  poly([](FunctionBuilder& b, Value x, Value n) {
-                                    return chebyshev(b, x, n, 't', true);
-                                  }));
-static const PolyRegistrar kPoly3("special_chebyshev_polynomial_u",
-                                  poly([](FunctionBuilder& b, Value x, Value n) {
-                                    return chebyshev(b, x, n, 'u', false);
-                                  }));
-static const PolyRegistrar kPoly4("special_shifted_chebyshev_polynomial_u",
-                                  poly([](FunctionBuilder& b, Value x, Value n) {
-                                    return chebyshev(b, x, n, 'u', true);
-                                  }));
-static const PolyRegistrar kPoly5("special_chebyshev_polynomial_v",
-                                  poly([](FunctionBuilder& b, Value x, Value n) {
-                                    return chebyshev(b, x, n, 'v', false);
-                                  }));
-static const PolyRegistrar kPoly6("special_shifted_chebyshev_polynomial_v",
-                                  poly([](FunctionBuilder& b, Value x, Value n) {
-                                    return chebyshev(b, x, n, 'v', true);
-                                  }));
-static const PolyRegistrar kPoly7("special_chebyshev_polynomial_w",
-                                  poly([](FunctionBuilder& b, Value x, Value n) {
-                                    return chebyshev(b, x, n, 'w', false);
-                                  }));
-static const PolyRegistrar kPoly8("special_shifted_chebyshev_polynomial_w",
-                                  poly([](FunctionBuilder& b, Value x, Value n) {
-                                    return chebyshev(b, x, n, 'w', true);
-                                  }));
-static const PolyRegistrar kPoly9("special_hermite_polynomial_h",
-                                  poly([](FunctionBuilder& b, Value x, Value n) {
-                                    return hermite(b, x, n, true);
-                                  }));
-static const PolyRegistrar kPoly10("special_hermite_polynomial_he",
-                                   poly([](FunctionBuilder& b, Value x, Value n) {
-                                     return hermite(b, x, n, false);
-                                   }));
-static const PolyRegistrar kPoly11("special_laguerre_polynomial_l", poly(laguerre));
-static const PolyRegistrar kPoly12("special_legendre_polynomial_p", poly(legendre));
+// The Chebyshev polynomials of the first to fourth kind (t, u, v, w), each also shifted to [0, 1].
+const bool kChebyshevRegistered = [] {
+  for (char kind : {'t', 'u', 'v', 'w'}) {
+    for (bool shifted : {false, true}) {
+      PolyRegistrar(
+          std::string("special_") + (shifted ? "shifted_" : "") + "chebyshev_polynomial_" + kind,
+          poly([kind, shifted](FunctionBuilder& b, Value x, Value n) {
+            return chebyshev(b, x, n, kind, shifted);
+          }));
+    }
+  }
+  return true;
+}();
+static const PolyRegistrar kHermiteH("special_hermite_polynomial_h",
+                                     poly([](FunctionBuilder& b, Value x, Value n) {
+                                       return hermite(b, x, n, true);
+                                     }));
+static const PolyRegistrar kHermiteHe("special_hermite_polynomial_he",
+                                      poly([](FunctionBuilder& b, Value x, Value n) {
+                                        return hermite(b, x, n, false);
+                                      }));
+static const PolyRegistrar kLaguerre("special_laguerre_polynomial_l", poly(laguerre));
+static const PolyRegistrar kLegendre("special_legendre_polynomial_p", poly(legendre));
 
 }  // namespace
 }  // namespace torchtpu::lowering

@@ -150,6 +150,31 @@ def no_cpu_fallback(request):
     assert not grown, f"ops ran through the CPU fallback: {grown}"
 
 
+@pytest.fixture
+def no_own_fallback(request):
+    """Fails the test if one of its module's OWN_OPS (the ops the module's lowerings cover, by
+    base name: "uniform" covers aten::uniform_) ran through the CPU fallback during it; other ops
+    may. A module opts in with `pytestmark = pytest.mark.usefixtures("no_own_fallback")`."""
+    from torchtpu.testing.fallbacks import fallback_counts, new_fallbacks
+
+    before = fallback_counts()
+    yield
+    own = new_fallbacks(before, request.module.OWN_OPS)
+    assert not own, f"natively lowered ops fell back to the CPU: {own}"
+
+
+def assert_exactly_cpu(tpu_result, cpu_result):
+    """A tpu result (a tensor, or a tuple/list of them) equals the CPU's exactly: dtypes, shapes,
+    values, NaN positions."""
+    if isinstance(cpu_result, (tuple, list)):
+        assert len(tpu_result) == len(cpu_result)
+        for a, b in zip(tpu_result, cpu_result):
+            assert_exactly_cpu(a, b)
+        return
+    assert tpu_result.device.type == "tpu"
+    torch.testing.assert_close(tpu_result.cpu(), cpu_result, equal_nan=True, rtol=0, atol=0)
+
+
 def assert_same_error(fn, *cpu_args, **kwargs):
     """fn raises on tpu copies of `cpu_args` what it raises on the CPU (the exception type and
     the first line of its message), and nothing runs through the CPU fallback."""

@@ -22,12 +22,7 @@ OWN_OPS = {"uniform", "normal", "normal_functional", "bernoulli", "random", "exp
            "log_normal", "cauchy", "geometric"}
 
 
-@pytest.fixture(autouse=True)
-def no_own_fallback():
-    before = fallback_counts()
-    yield
-    own = new_fallbacks(before, OWN_OPS)
-    assert not own, f"natively lowered ops fell back to the CPU: {own}"
+pytestmark = pytest.mark.usefixtures("no_own_fallback")  # conftest.py
 
 
 def stats(t):

@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 import torchtpu  # noqa: F401  (registers the tpu device)
-from torchtpu.testing.fallbacks import fallback_counts, new_fallbacks, make
+from torchtpu.testing.fallbacks import make
 
 DEV = "tpu"
 
@@ -27,12 +27,7 @@ OWN_OPS = {
 }
 
 
-@pytest.fixture(autouse=True)
-def no_own_fallback():
-    before = fallback_counts()
-    yield
-    own = new_fallbacks(before, OWN_OPS)
-    assert not own, f"natively lowered ops fell back to the CPU: {own}"
+pytestmark = pytest.mark.usefixtures("no_own_fallback")  # conftest.py
 
 
 def to_dev(x):

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import torchtpu
+from conftest import assert_exactly_cpu
 
 NAN = float("nan")
 DTYPES = [torch.float32, torch.bfloat16, torch.int32, torch.int64]
@@ -27,14 +28,7 @@ def _sample(dtype, shape=(4, 7), ties=False):
                          dtype=dtype)
 
 
-def _same(tpu_result, cpu_result):
-    if isinstance(cpu_result, (tuple, list)):
-        assert len(tpu_result) == len(cpu_result)
-        for a, b in zip(tpu_result, cpu_result):
-            _same(a, b)
-        return
-    assert tpu_result.device.type == "tpu"
-    torch.testing.assert_close(tpu_result.cpu(), cpu_result, equal_nan=True, rtol=0, atol=0)
+_same = assert_exactly_cpu  # conftest.py
 
 
 # ---- sort family ----

@@ -7,7 +7,7 @@ import torch
 
 import torchtpu
 from torchtpu.testing.fallbacks import fallback_counts, make, new_fallbacks
-from conftest import assert_same_error
+from conftest import assert_exactly_cpu, assert_same_error
 
 NAN = float("nan")
 DTYPES = [torch.float32, torch.bfloat16, torch.int64]
@@ -16,14 +16,7 @@ DTYPES = [torch.float32, torch.bfloat16, torch.int64]
 pytestmark = pytest.mark.usefixtures("no_cpu_fallback")
 
 
-def _same(tpu_result, cpu_result):
-    if isinstance(cpu_result, (tuple, list)):
-        assert len(tpu_result) == len(cpu_result)
-        for a, b in zip(tpu_result, cpu_result):
-            _same(a, b)
-        return
-    assert tpu_result.device.type == "tpu"
-    torch.testing.assert_close(tpu_result.cpu(), cpu_result, equal_nan=True, rtol=0, atol=0)
+_same = assert_exactly_cpu  # conftest.py
 
 
 def _distinct(dtype, shape, seed=0):
