@@ -68,22 +68,20 @@ Value mul_op(FunctionBuilder& b, Value a, Value c) {
   return a.dtype() == ElementType::kPred ? b.binary("stablehlo.and", a, c) : b.mul(a, c);
 }
 // max/min that propagate NaN (stablehlo.maximum on XLA CPU returns the non-NaN operand).
-Value max_op(FunctionBuilder& b, Value a, Value c) {
+Value extremum_op(FunctionBuilder& b, Value a, Value c, bool is_max) {
   if (!shlo::is_float(a.dtype())) {
-    return a.dtype() == ElementType::kPred ? b.binary("stablehlo.or", a, c) : b.max(a, c);
+    if (a.dtype() == ElementType::kPred) {
+      return b.binary(is_max ? "stablehlo.or" : "stablehlo.and", a, c);
+    }
+    return is_max ? b.max(a, c) : b.min(a, c);
   }
-  Value pick_a = b.binary("stablehlo.or", b.compare(a, c, CompareDirection::kGT),
+  Value pick_a = b.binary("stablehlo.or",
+                          b.compare(a, c, is_max ? CompareDirection::kGT : CompareDirection::kLT),
                           b.compare(a, a, CompareDirection::kNE));
   return b.select(pick_a, a, c);
 }
-Value min_op(FunctionBuilder& b, Value a, Value c) {
-  if (!shlo::is_float(a.dtype())) {
-    return a.dtype() == ElementType::kPred ? b.binary("stablehlo.and", a, c) : b.min(a, c);
-  }
-  Value pick_a = b.binary("stablehlo.or", b.compare(a, c, CompareDirection::kLT),
-                          b.compare(a, a, CompareDirection::kNE));
-  return b.select(pick_a, a, c);
-}
+Value max_op(FunctionBuilder& b, Value a, Value c) { return extremum_op(b, a, c, true); }
+Value min_op(FunctionBuilder& b, Value a, Value c) { return extremum_op(b, a, c, false); }
 
 // Index values as s64 with negative entries counted from the end of a dim of `size`.
 Value wrap_index(FunctionBuilder& b, Value idx, int64_t size) {
