@@ -47,7 +47,7 @@ from ._plugin import find_plugin
 from .metrics import metrics, metrics_report, recompile_reasons, reset_metrics
 
 __all__ = ["metrics", "metrics_report", "recompile_reasons", "reset_metrics", "is_available", "device_count",
-           "stablehlo_op", "jax_op"]
+           "stablehlo_op", "jax_op", "set_eager_mode", "get_eager_mode", "fused_eager", "mark_step"]
 
 
 def _register() -> None:
@@ -101,6 +101,7 @@ _safetensors.install()
 from .device import device_count, is_available  # noqa: E402
 from .kernels import jax_op, stablehlo_op  # noqa: E402
 from ._warmup import save_signatures, warmup  # noqa: E402
+from ._fused import fused_eager, get_eager_mode, mark_step, set_eager_mode  # noqa: E402
 
 
 class _Pallas:

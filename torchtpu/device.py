@@ -107,6 +107,13 @@ def synchronize(d: Any = None) -> None:
     _C._synchronize(-1 if d is None else _index(d))
 
 
+def mark_step(d: Any = None) -> None:
+    """Fused eager: runs the device's pending region now (see torchtpu.mark_step)."""
+    from ._fused import mark_step as _mark_step
+
+    _mark_step(d)
+
+
 def get_device_name(d: Any = None) -> str:
     _lazy_init()
     return f"{_C._platform()}:{_C._device_kind(_index(d))}"

@@ -26,6 +26,7 @@ def recompile_reasons() -> list:
 def metrics_report() -> str:
     m = metrics()
     by_op = m.pop("cpu_fallbacks_by_op")
+    by_cause = m.pop("fused_flushes_by_cause")
     width = max(len(k) for k in m)
     lines = ["torchtpu metrics", "-" * (width + 16)]
     for k, v in m.items():
@@ -35,6 +36,11 @@ def metrics_report() -> str:
         lines.append("CPU fallbacks by op:")
         for op, n in sorted(by_op.items(), key=lambda kv: -kv[1]):
             lines.append(f"  {op:<{width}}  {n:>10}")
+    if any(by_cause.values()):
+        lines.append("fused eager regions run, by cause:")
+        for cause, n in by_cause.items():
+            if n:
+                lines.append(f"  {cause:<{width}}  {n:>10}")
     lines.append(f"disk cache: {cache_dir() or 'off'}")
     return "\n".join(lines)
 

@@ -9,6 +9,7 @@
 #include "aten/fallback_rng.h"
 #include "config/config.h"
 #include "exec/executor.h"
+#include "exec/fused_eager.h"
 #include "exec/host_transfer.h"
 #include "exec/op_plan.h"
 #include "runtime/metrics.h"
@@ -20,6 +21,23 @@ namespace {
 using exec::full_name;
 using exec::OpPlan;
 using exec::plan_for;
+
+// The device of the call's first tpu tensor (the current device when none).
+int device_of(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
+  const size_t n = op.schema().arguments().size();
+  for (size_t i = stack.size() - n; i < stack.size(); ++i) {
+    const c10::IValue& v = stack[i];
+    if (v.isTensor() && v.toTensor().defined() && v.toTensor().is_privateuseone()) {
+      return v.toTensor().device().index();
+    }
+    if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorVector()) {
+        if (t.defined() && t.is_privateuseone()) return t.device().index();
+      }
+    }
+  }
+  return -1;
+}
 
 // Read at every fallback (not cached): a test or a session may switch it at run time.
 bool fallback_allowed() { return config::flag("TORCHTPU_CPU_FALLBACK", true); }
@@ -35,6 +53,10 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack,
                "): its inputs travel to the host and back. Shown once per op; "
                "torchtpu.metrics()['cpu_fallbacks_by_op'] counts every call.");
   }
+  // Fused eager: the op reads and writes its tensors on the host, after the device's pending
+  // region ran (a cut in the op stream: every rank makes it at the same op).
+  if (exec::fused::enabled())
+    exec::fused::flush(device_of(op, *stack), exec::fused::Cause::kUnsupported);
   use_cpu_generators(op, stack);
   runtime::trace::Scope traced(runtime::trace::Kind::kFallback, "tpu::cpu_fallback", -1, 0, name);
   at::native::cpu_fallback(op, stack);

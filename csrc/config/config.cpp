@@ -40,6 +40,11 @@ const std::vector<Variable>& variables() {
        "XLA:GPU's share of GPU memory, (0, 1] (the plugin's default: 0.75)"},
       {"TORCHTPU_GPU_ALLOCATOR", "",
        "XLA:GPU's allocator: `bfc` (the plugin's default), `platform`, `cuda_async`"},
+      {"TORCH_TPU_DEFER_AND_FUSE", "0",
+       "1: fused eager: ops record into one program per region (torchtpu.set_eager_mode)"},
+      {"TORCHTPU_FUSED_MAX_OPS", "4096", "fused eager: ops in one region before it runs"},
+      {"TORCHTPU_FUSED_CHURN_LIMIT", "2",
+       "fused eager: programs a region may compile for new shapes before it runs op by op"},
   };
   return vars;
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "device/current_device.h"
+#include "exec/fused_eager.h"
 #include "runtime/device_checks.h"
 #include "runtime/inflight.h"
 #include "runtime/runtime.h"
@@ -98,6 +99,8 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
       *event = e;
     }
     e->timing = flag == c10::EventFlag::BACKEND_DEFAULT;
+    // Fused eager: the work recorded so far is launched, so that the event captures it.
+    if (exec::fused::enabled()) exec::fused::flush(d, exec::fused::Cause::kSync);
     e->marker = runtime::record_marker(d);
   }
   // One queue per device already orders later work after the event on the same device. Other
@@ -161,6 +164,7 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
                        next_stream_id++);
   }
   static void wait(int device) {
+    if (exec::fused::enabled()) exec::fused::flush(device, exec::fused::Cause::kSync);
     if (!runtime::is_initialized()) return;
     runtime::wait_for_executions(device);
     runtime::raise_failed_checks(device);

@@ -95,6 +95,12 @@ int64_t buffer_bytes(const std::vector<int64_t>& dims, shlo::ElementType dtype) 
 
 void delete_handle(void* ctx) { delete static_cast<StorageHandle*>(ctx); }
 
+std::atomic<DeferredHook> deferred_hook{nullptr};
+
+void run_deferred(const StorageHandle& h, bool write) {
+  if (DeferredHook hook = deferred_hook.load(std::memory_order_acquire)) hook(h, write);
+}
+
 // A DeviceAllocator, so that torch.accelerator.memory_allocated() / memory_stats() /
 // reset_peak_memory_stats() / empty_cache() work for tpu as they do for cuda. There is no
 // cache: a PJRT buffer is freed when its last storage dies, so reserved == allocated.
@@ -165,12 +171,14 @@ StorageHandle::StorageHandle(int device_index, BufferPtr buffer, std::vector<int
 StorageHandle::~StorageHandle() { account(device_index_, -accounted_bytes_); }
 
 BufferPtr StorageHandle::buffer() const {
+  if (deferred() == Deferred::kWritten) run_deferred(*this, false);
   std::lock_guard<std::mutex> g(mutex_);
   return buffer_;
 }
 
 void StorageHandle::set_buffer(BufferPtr buffer, std::vector<int64_t> dims,
                                shlo::ElementType dtype) {
+  if (deferred() != Deferred::kNone) run_deferred(*this, true);
   int64_t bytes = buffer ? buffer_bytes(dims, dtype) : 0;
   BufferPtr old;
   {
@@ -187,11 +195,14 @@ void StorageHandle::set_buffer(BufferPtr buffer, std::vector<int64_t> dims,
 
 void StorageHandle::snapshot(BufferPtr* buffer, std::vector<int64_t>* dims,
                              shlo::ElementType* dtype) const {
+  if (deferred() == Deferred::kWritten) run_deferred(*this, false);
   std::lock_guard<std::mutex> g(mutex_);
   *buffer = buffer_;
   *dims = dims_;
   *dtype = dtype_;
 }
+
+void set_deferred_hook(DeferredHook hook) { deferred_hook.store(hook, std::memory_order_release); }
 
 StorageHandle* handle_of(const c10::Storage& storage) {
   auto* h = static_cast<StorageHandle*>(storage.data_ptr().get_context());

@@ -7,6 +7,7 @@
 #include <c10/core/Storage.h>
 #include <c10/core/TensorImpl.h>
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -37,7 +38,16 @@ class StorageHandle {
   // Snapshot of (buffer, dims, dtype) taken under the lock, for one program launch.
   void snapshot(BufferPtr* buffer, std::vector<int64_t>* dims, shlo::ElementType* dtype) const;
 
+  // Fused eager (exec/fused_eager.h) defers ops: while a pending fused region holds this
+  // storage's next contents (kWritten) or has read it (kRead), reading a kWritten buffer, or
+  // replacing any such buffer, first runs the region (set_deferred_hook). One relaxed atomic
+  // load per access otherwise.
+  enum class Deferred : uint8_t { kNone, kRead, kWritten };
+  Deferred deferred() const { return deferred_.load(std::memory_order_relaxed); }
+  void set_deferred(Deferred d) { deferred_.store(d, std::memory_order_relaxed); }
+
  private:
+  std::atomic<Deferred> deferred_{Deferred::kNone};
   mutable std::mutex mutex_;
   int device_index_;
   BufferPtr buffer_;
@@ -56,6 +66,11 @@ class StorageHandle {
 bool flat_buffers();
 // The dims a storage's buffer holding a dense tensor of `sizes` has: {numel} or `sizes`.
 std::vector<int64_t> buffer_dims(c10::IntArrayRef sizes);
+
+// Runs the pending fused region that holds `handle` (installed by exec/fused_eager.cpp);
+// `write`: the caller is about to replace the buffer.
+using DeferredHook = void (*)(const StorageHandle& handle, bool write);
+void set_deferred_hook(DeferredHook hook);
 
 StorageHandle* handle_of(const c10::Storage& storage);
 inline StorageHandle* handle_of(const at::TensorBase& t) { return handle_of(t.storage()); }

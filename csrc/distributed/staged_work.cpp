@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include "aten/copy.h"
+#include "exec/fused_eager.h"
 #include "exec/host_transfer.h"
 
 namespace torchtpu::distributed {
@@ -95,6 +96,9 @@ void CompletionQueue::drain() {
 }
 
 void CompletionQueue::run() {
+  // Copying results back launches ops when the network is done: under fused eager they must not
+  // join a pending region then (a cut that depended on timing), they run strictly.
+  exec::fused::StrictScope strict;
   while (true) {
     std::pair<PendingCollective, c10::intrusive_ptr<StagedWork>> item;
     {

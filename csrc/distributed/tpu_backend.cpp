@@ -4,6 +4,7 @@
 
 #include <chrono>
 
+#include "exec/fused_eager.h"
 #include "exec/host_transfer.h"
 
 namespace torchtpu::distributed {
@@ -54,7 +55,10 @@ bool on_host(const char* op, const std::vector<at::Tensor>& a,
 // The host side of one collective: host copies of its tpu tensors and what to copy back.
 class TpuBackend::Staging {
  public:
-  Staging(HostBufferPool& pool, StagingStats& stats) : pool_(pool), stats_(stats) {}
+  Staging(HostBufferPool& pool, StagingStats& stats) : pool_(pool), stats_(stats) {
+    // Fused eager: a collective ends the rank's pending region, at the same op on every rank.
+    if (exec::fused::enabled()) exec::fused::flush(-1, exec::fused::Cause::kCollective);
+  }
   // A host copy of `t`'s values; waits for the device work that produced `t`.
   at::Tensor input(const at::Tensor& t) {
     auto start = std::chrono::steady_clock::now();

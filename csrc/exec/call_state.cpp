@@ -525,6 +525,10 @@ std::vector<device::BufferPtr> launch_program(const runtime::Program& program,
         buf = scalar_buffer(p, dev);
         break;
       case Param::Kind::kGenerator: {
+        if (p.drawn) {
+          buf = upload(p.seed_offset, {2}, ElementType::kU64, dev);
+          break;
+        }
         const c10::IValue& g = stack[p.arg_index];
         std::optional<at::Generator> gen;
         if (g.isGenerator()) gen = g.toGenerator();

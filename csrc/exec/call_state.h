@@ -26,6 +26,10 @@ struct Param {
   // kScalar / kCpuTensor
   c10::Scalar scalar;
   size_t arg_index = 0;  // kGenerator: where the Generator? sits on the stack
+  // kGenerator drawn ahead (fused eager draws when it records an op, where a strict launch
+  // would): a launch passes this (seed, offset) instead of drawing from the stack's generator.
+  bool drawn = false;
+  uint64_t seed_offset[2] = {0, 0};
   at::Tensor cpu_tensor;
 };
 

@@ -17,6 +17,7 @@
 
 #include "config/config.h"
 #include "exec/call_state.h"
+#include "exec/fused_eager.h"
 #include "exec/host_transfer.h"
 #include "exec/program.h"
 #include "exec/recipe.h"
@@ -36,14 +37,7 @@ using shlo::TensorType;
 // ---------------------------------------------------------------------------------------------
 // An eager op's program (exec/program.h) and how its returns map onto the op's schema.
 
-struct Entry : exec::ProgramEntry {
-  // Set when the lowering declined this signature (why): it runs on CPU.
-  std::optional<std::string> fallback;
-  // Functional ops that return Tensor[] (_fused_adam, _foreach_*): per schema return, the
-  // number of the program's outputs that form its list, or -1 for a single tensor. Empty when
-  // every return is a tensor, so the outputs are the returns.
-  std::vector<int> return_lists;
-};
+using Entry = OpEntry;
 
 struct Cache {
   runtime::ProgramCache<Entry> programs;
@@ -175,8 +169,14 @@ std::string build_program(const OpPlan& plan, CallState& state, const torch::jit
   for (size_t j : plan.arg_map) {
     args.push_back({Arg::Kind::kInput, static_cast<int>(j), 0, {}, stack[first + j]});
   }
-  spec.nodes.push_back({plan.lowering_name, &plan.lowered_op->schema(), plan.lowering,
-                        plan.descriptor, out_types, false, std::move(args)});
+  exec::Node node;
+  node.name = plan.lowering_name;
+  node.schema = &plan.lowered_op->schema();
+  node.lowering = plan.lowering;
+  node.descriptor = plan.descriptor;
+  node.out_types = out_types;
+  node.args = std::move(args);
+  spec.nodes.push_back(std::move(node));
   const auto result = [](size_t i) {
     return Arg{Arg::Kind::kNode, 0, static_cast<int>(i), {}, {}};
   };
@@ -320,60 +320,45 @@ std::shared_ptr<Entry> entry_from_recipe(const std::string& key, const CallState
   return exec::load_entry(key, std::string(), *e, state.params.size(), 0, rest) ? e : nullptr;
 }
 
-// A signature missed the cache: validates the call, infers output types and builds the
-// program (or a fallback entry when the op cannot run natively). Null when out= arguments were
-// resized, which changes the signature.
-std::shared_ptr<Entry> build_entry(const OpPlan& plan, const c10::OperatorHandle& op,
-                                   torch::jit::Stack* stack, size_t first, CallState& state,
-                                   int attempt) {
-  const auto& schema = op.schema();
-  const size_t nargs = schema.arguments().size();
-  const OpPlan* plan_ptr = &plan;
-  // Miss: check aliasing as TensorIterator does on CPU (a written tensor must not overlap
-  // itself, nor partially overlap an input; both depend only on the signature, so checking
-  // here covers every later hit).
-  if (plan.variant != Variant::kFunctional) {
-    for (size_t m : plan.mutated_args) {
-      const c10::IValue& mv = (*stack)[first + m];
-      std::vector<at::Tensor> outs =
-          mv.isTensorList() ? mv.toTensorVector() : std::vector<at::Tensor>{mv.toTensor()};
-      for (const at::Tensor& out : outs) {
-        at::assert_no_internal_overlap(out);
-        for (size_t i = 0; i < nargs; ++i) {
-          const c10::IValue& v = (*stack)[first + i];
-          if (i == m || !v.isTensor() || !v.toTensor().defined()) continue;
-          if (v.toTensor().is_privateuseone()) at::assert_no_partial_overlap(out, v.toTensor());
-        }
+// The checks of a call that depend only on its signature, as TensorIterator makes them on CPU:
+// a written tensor must not overlap itself, nor partially overlap an input.
+void check_aliasing(const OpPlan& plan, const c10::OperatorHandle& op,
+                    const torch::jit::Stack& stack, size_t first) {
+  if (plan.variant == Variant::kFunctional) return;
+  const size_t nargs = op.schema().arguments().size();
+  for (size_t m : plan.mutated_args) {
+    const c10::IValue& mv = stack[first + m];
+    std::vector<at::Tensor> outs =
+        mv.isTensorList() ? mv.toTensorVector() : std::vector<at::Tensor>{mv.toTensor()};
+    for (const at::Tensor& out : outs) {
+      at::assert_no_internal_overlap(out);
+      for (size_t i = 0; i < nargs; ++i) {
+        const c10::IValue& v = stack[first + i];
+        if (i == m || !v.isTensor() || !v.toTensor().defined()) continue;
+        if (v.toTensor().is_privateuseone()) at::assert_no_partial_overlap(out, v.toTensor());
       }
     }
   }
-  // Recorded by an earlier process: everything below depends only on the signature and
-  // succeeded then (only built programs are recorded; out= arguments were already sized).
-  const std::string recipe = recipe_key_of(op, state);
-  if (!recipe.empty()) {
-    if (std::shared_ptr<Entry> recorded = entry_from_recipe(recipe, state)) {
-      runtime::metrics().cache_misses++;
-      auto sig = std::make_shared<runtime::Signature>(
-          eager_signature(plan.called_name, schema, state, *stack, first));
-      // Not compiled, but still a miss of an op that may have other signatures cached: counted
-      // and explained like one.
-      cache().signatures.explain_miss(plan.called_name, *sig);
-      recorded->signature = sig;
-      cache().signatures.add(plan.called_name, sig);
-      return recorded;
-    }
-  }
-  // Validate with PyTorch's meta kernels, size out= arguments, infer output types.
+}
+
+// Validates the call with PyTorch's meta kernels, sizes out= arguments and infers the lowered
+// op's output types (and functional outputs' layouts) into `e`. Returns null when done, a
+// fallback entry when the op has no meta kernel, or `resized` (out= arguments changed shape,
+// so did the signature) set.
+std::shared_ptr<Entry> infer_outputs(const OpPlan& plan, const c10::OperatorHandle& op,
+                                     torch::jit::Stack* stack, size_t first, int attempt, Entry& e,
+                                     bool* resized) {
   std::vector<c10::IValue> called_args(stack->begin() + static_cast<std::ptrdiff_t>(first),
                                        stack->end());
-  std::vector<TensorType> out_types;
-  std::vector<exec::Layout> layouts;
+  std::vector<TensorType>& out_types = e.out_types;
+  std::vector<exec::Layout>& layouts = e.layouts;
   try {
     if (plan.variant != Variant::kFunctional) {
       torch::jit::Stack meta_returns = meta_call(op, called_args);
       if (plan.variant == Variant::kOut && attempt == 0 &&
           resize_outs(plan, meta_returns, stack, first)) {
-        return nullptr;  // out= tensors changed shape: the signature changed too
+        *resized = true;  // out= tensors changed shape: the signature changed too
+        return nullptr;
       }
       if (*plan.lowered_op == op) out_types = types_of(meta_returns, plan.called_name);
     }
@@ -406,12 +391,73 @@ std::shared_ptr<Entry> build_entry(const OpPlan& plan, const c10::OperatorHandle
         if (!any) layouts.clear();
       }
     }
-  } catch (const c10::NotImplementedError& e) {
+  } catch (const c10::NotImplementedError& err) {
     // No meta kernel: we cannot know the output types, so the CPU runs it.
     auto fb = std::make_shared<Entry>();
-    fb->fallback = std::string("no meta kernel: ") + e.what_without_backtrace();
+    fb->fallback = std::string("no meta kernel: ") + err.what_without_backtrace();
     return fb;
   }
+  return nullptr;
+}
+
+// Lowers the call's one-op program over `state` (scanned with views) into `e` and returns its
+// module's text; a fallback entry in `*declined` when the lowering declines the signature.
+std::string lower_entry(const OpPlan& plan, const c10::OperatorHandle& op,
+                        const torch::jit::Stack& stack, size_t first, CallState& state, Entry& e,
+                        const std::string& signature, std::shared_ptr<Entry>* declined) {
+  std::string text;
+  try {
+    text = build_program(plan, state, stack, first, e.out_types, e.layouts, e);
+  } catch (const c10::NotImplementedError& err) {
+    auto fb = std::make_shared<Entry>();
+    fb->fallback = err.what_without_backtrace();
+    *declined = fb;
+    return text;
+  } catch (const c10::Error& err) {
+    TORCH_CHECK(false, "torchtpu: lowering ", plan.lowering_name, " failed for ", signature, ": ",
+                err.what_without_backtrace());
+  } catch (const std::exception& err) {
+    TORCH_CHECK(false, "torchtpu: lowering ", plan.lowering_name, " failed for ", signature, ": ",
+                err.what());
+  }
+  if (plan.variant == Variant::kFunctional) {
+    std::vector<c10::IValue> called_args(stack.begin() + static_cast<std::ptrdiff_t>(first),
+                                         stack.end());
+    e.return_lists = list_returns(op, called_args, e.outputs.size());
+  }
+  return text;
+}
+
+// A signature missed the cache: validates the call, infers output types and builds the
+// program (or a fallback entry when the op cannot run natively). Null when out= arguments were
+// resized, which changes the signature.
+std::shared_ptr<Entry> build_entry(const OpPlan& plan, const c10::OperatorHandle& op,
+                                   torch::jit::Stack* stack, size_t first, CallState& state,
+                                   int attempt) {
+  const auto& schema = op.schema();
+  const OpPlan* plan_ptr = &plan;
+  // Miss: checking aliasing here covers every later hit (it depends only on the signature).
+  check_aliasing(plan, op, *stack, first);
+  // Recorded by an earlier process: everything below depends only on the signature and
+  // succeeded then (only built programs are recorded; out= arguments were already sized).
+  const std::string recipe = recipe_key_of(op, state);
+  if (!recipe.empty()) {
+    if (std::shared_ptr<Entry> recorded = entry_from_recipe(recipe, state)) {
+      runtime::metrics().cache_misses++;
+      auto sig = std::make_shared<runtime::Signature>(
+          eager_signature(plan.called_name, schema, state, *stack, first));
+      // Not compiled, but still a miss of an op that may have other signatures cached: counted
+      // and explained like one.
+      cache().signatures.explain_miss(plan.called_name, *sig);
+      recorded->signature = sig;
+      cache().signatures.add(plan.called_name, sig);
+      return recorded;
+    }
+  }
+  auto built = std::make_shared<Entry>();
+  bool resized = false;
+  if (auto fb = infer_outputs(plan, op, stack, first, attempt, *built, &resized)) return fb;
+  if (resized) return nullptr;
 
   runtime::metrics().cache_misses++;
   // The program builder needs every argument's view: scan again, with views.
@@ -422,25 +468,10 @@ std::shared_ptr<Entry> build_entry(const OpPlan& plan, const c10::OperatorHandle
   state = std::move(described);
   auto sig = std::make_shared<runtime::Signature>(
       eager_signature(plan.called_name, schema, state, *stack, first));
-  const std::string signature = sig->describe();
-  auto built = std::make_shared<Entry>();
-  std::string text;
-  try {
-    text = build_program(plan, state, *stack, first, out_types, layouts, *built);
-  } catch (const c10::NotImplementedError& e) {
-    auto fb = std::make_shared<Entry>();
-    fb->fallback = e.what_without_backtrace();
-    return fb;
-  } catch (const c10::Error& e) {
-    TORCH_CHECK(false, "torchtpu: lowering ", plan.lowering_name, " failed for ", signature, ": ",
-                e.what_without_backtrace());
-  } catch (const std::exception& e) {
-    TORCH_CHECK(false, "torchtpu: lowering ", plan.lowering_name, " failed for ", signature, ": ",
-                e.what());
-  }
-  if (plan.variant == Variant::kFunctional) {
-    built->return_lists = list_returns(op, called_args, built->outputs.size());
-  }
+  std::string signature = sig->describe();
+  std::shared_ptr<Entry> declined;
+  std::string text = lower_entry(plan, op, *stack, first, state, *built, signature, &declined);
+  if (declined) return declined;
   std::string why = cache().signatures.explain_miss(plan.called_name, *sig);
   std::string metadata = recipe.empty() ? std::string() : recipe_of(plan, *built);
   if (plan.called_name == "torchtpu::stablehlo_call") {
@@ -475,6 +506,18 @@ std::optional<std::string> run_native(const OpPlan& plan, const c10::OperatorHan
                                          stack->end());
     resize_outs(plan, meta_call(op, called_args), stack, first);
   }
+  if (fused::enabled()) {
+    // Fused eager (exec/fused_eager.h): the call joins its device's pending region.
+    std::string reason;
+    switch (fused::record(plan, op, stack, &reason)) {
+      case fused::Recorded::kRecorded:
+        return std::nullopt;
+      case fused::Recorded::kFallback:
+        return reason;
+      case fused::Recorded::kEager:
+        break;
+    }
+  }
   for (int attempt = 0; attempt < 2; ++attempt) {
     PooledCallState pooled;
     CallState& state = *pooled;
@@ -503,6 +546,19 @@ std::optional<std::string> run_native(const OpPlan& plan, const c10::OperatorHan
     return std::nullopt;
   }
   TORCH_CHECK(false, "torchtpu: ", plan.called_name, ": out= arguments keep changing shape");
+}
+
+std::shared_ptr<OpEntry> describe_native(const OpPlan& plan, const c10::OperatorHandle& op,
+                                         torch::jit::Stack* stack, CallState& state, int attempt) {
+  const size_t first = stack->size() - op.schema().arguments().size();
+  check_aliasing(plan, op, *stack, first);
+  auto e = std::make_shared<Entry>();
+  bool resized = false;
+  if (auto fb = infer_outputs(plan, op, stack, first, attempt, *e, &resized)) return fb;
+  if (resized) return nullptr;
+  std::shared_ptr<Entry> declined;
+  lower_entry(plan, op, *stack, first, state, *e, plan.called_name, &declined);
+  return declined ? declined : e;
 }
 
 const c10::OperatorHandle& op_handle(const char* name, const char* overload) {

@@ -8,9 +8,26 @@
 #include <string>
 
 #include "device/storage.h"
+#include "exec/call_state.h"
 #include "exec/op_plan.h"
+#include "exec/program.h"
 
 namespace torchtpu::exec {
+
+// An eager op's program (exec/program.h) and how its returns map onto the op's schema.
+struct OpEntry : ProgramEntry {
+  // Set when the lowering declined this signature (why): it runs on CPU.
+  std::optional<std::string> fallback;
+  // Functional ops that return Tensor[] (_fused_adam, _foreach_*): per schema return, the
+  // number of the program's outputs that form its list, or -1 for a single tensor. Empty when
+  // every return is a tensor, so the outputs are the returns.
+  std::vector<int> return_lists;
+  // The lowered op's result types and, for a functional op, its returns' layouts (empty:
+  // contiguous): what fused eager (exec/fused_*.h) needs to record the call as a node of a
+  // larger program. Unset in an entry loaded from a recipe.
+  std::vector<shlo::TensorType> out_types;
+  std::vector<Layout> layouts;
+};
 
 // Runs `op` (whose `plan` has a lowering) natively on the stack: signature -> program cache ->
 // asynchronous launch. Returns why it cannot when this call must run elsewhere (no meta kernel,
@@ -19,6 +36,14 @@ namespace torchtpu::exec {
 [[nodiscard]] std::optional<std::string> run_native(const OpPlan& plan,
                                                     const c10::OperatorHandle& op,
                                                     torch::jit::Stack* stack);
+
+// What fused eager records instead of launching: validates the call (aliasing rules, PyTorch's
+// meta kernels, out= sizing) and lowers its one-op program over `state` (the call's scan, with
+// views) to learn its outputs, generator draws and device checks, without compiling anything.
+// Null when out= arguments were resized (scan again, with `attempt` 1); an entry with
+// `fallback` when the CPU must run it.
+std::shared_ptr<OpEntry> describe_native(const OpPlan& plan, const c10::OperatorHandle& op,
+                                         torch::jit::Stack* stack, CallState& state, int attempt);
 
 // The dispatcher's handle of `name` ("aten::copy_") and `overload`, looked up once.
 const c10::OperatorHandle& op_handle(const char* name, const char* overload);

@@ -4,6 +4,7 @@
 #include <c10/util/Exception.h>
 
 #include "exec/executor.h"
+#include "exec/fused_eager.h"
 #include "lowering/lowering.h"
 #include "lowering/strided.h"
 #include "runtime/device_checks.h"
@@ -147,7 +148,11 @@ void to_cpu_into(const at::Tensor& t, const at::Tensor& out) {
                   out.scalar_type() == t.scalar_type(),
               "to_cpu_into: the destination must be a contiguous CPU tensor like the source");
   if (t.numel() == 0) return;
+  // Fused eager: a host read runs the device's pending region (with the gather of a view, as
+  // one program) before it reads, so its checks raise here like strict eager's.
+  fused::CauseScope materializing(fused::Cause::kMaterialization);
   device::BufferPtr buf = contiguous_buffer(t);
+  if (fused::enabled()) fused::flush(t.device().index(), fused::Cause::kMaterialization);
   runtime::trace::Scope traced(runtime::trace::Kind::kD2H, "tpu::copy_d2h", t.device().index(),
                                static_cast<int64_t>(out.nbytes()));
   if (runtime::interruptible_here()) {
@@ -175,6 +180,7 @@ void to_cpu_into(const at::Tensor& t, const at::Tensor& out) {
 
 void synchronize(int device) {
   if (!runtime::is_initialized()) return;
+  if (fused::enabled()) fused::flush(device, fused::Cause::kSync);
   runtime::metrics().host_syncs++;
   runtime::trace::Scope traced(runtime::trace::Kind::kSync, "tpu::synchronize", device);
   runtime::wait_for_executions(device);

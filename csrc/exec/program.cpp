@@ -31,6 +31,7 @@ class Builder {
   Builder(CallState& state, ProgramEntry& e) : state_(state), e_(e), params_(state.params.size()) {}
 
   std::string build(const ProgramSpec& spec) {
+    discard_ = &spec.discard;
     for (const Node& node : spec.nodes) {
       // The node's result types; a node that overwrites a slot is typed as it.
       std::vector<TensorType> want = node.out_types;
@@ -42,6 +43,7 @@ class Builder {
         const ArgDesc& d = slot(written);
         want = {TensorType(lowering::to_element_type(d.dtype), d.view.sizes)};
       }
+      node_rng_ = node.rng_param;
       std::vector<LArg> largs;
       for (size_t k = 0; k < node.args.size(); ++k) {
         largs.push_back(k == 0 && written >= 0
@@ -49,17 +51,27 @@ class Builder {
                             : arg(node.args[k], node.schema->arguments()[k], spec.rng_streams));
       }
       std::vector<Value> results;
-      try {
-        results = lower(node, std::move(largs), want, spec.rng_streams);
-      } catch (const c10::NotImplementedError&) {
-        throw;
-      } catch (const c10::Error& err) {
-        if (spec.graph.empty()) throw;
-        TORCH_CHECK(false, "torchtpu: lowering ", node.name, " in graph ", spec.graph,
-                    " failed: ", err.what_without_backtrace());
+      {
+        // The node's own checks, so that each is known by the node that made it.
+        lowering::CheckCollector node_checks;
+        try {
+          results = lower(node, std::move(largs), want, spec.rng_streams);
+        } catch (const c10::NotImplementedError&) {
+          throw;
+        } catch (const c10::Error& err) {
+          if (spec.graph.empty()) throw;
+          TORCH_CHECK(false, "torchtpu: lowering ", node.name, " in graph ", spec.graph,
+                      " failed: ", err.what_without_backtrace());
+        }
+        for (lowering::DeviceCheck& c : node_checks.take()) {
+          checks_.add(std::move(c));
+          e_.check_nodes.push_back(static_cast<int>(env_.size()));
+        }
       }
       // The slot's storage receives the value when the program finishes.
       if (written >= 0) overwritten_[written] = results.at(0);
+      for (const auto& [d, k] : node.writes)
+        write(*d, results.at(static_cast<size_t>(k)), node.name);
       env_.push_back(std::move(results));
       for (const auto& t : node.out_types) e_.rng_numel += static_cast<uint64_t>(t.numel());
     }
@@ -137,6 +149,12 @@ class Builder {
     const Param& p = state_.params[static_cast<size_t>(d.param)];
     ElementType want = lowering::to_element_type(d.dtype);
     std::optional<Value> v;
+    // Written earlier in this program (a node's writes): read on top of that write.
+    auto last = std::find_if(written_.rbegin(), written_.rend(),
+                             [&](const auto& w) { return w.first == d.param; });
+    if (p.kind == Param::Kind::kStorage && last != written_.rend()) {
+      return lowering::read_view(b(), lowering::reinterpret(b(), last->second, want), view_of(d));
+    }
     if (p.kind != Param::Kind::kStorage) {
       v = param(d.param);
     } else if (!p.buffer) {
@@ -272,7 +290,8 @@ class Builder {
                            const std::vector<TensorType>& want, bool streams) {
     lowering::LoweringContext ctx(b(), *node.schema, std::move(args), want,
                                   runtime::get().platform());
-    ctx.set_rng_source([this, streams] { return rng(streams); });
+    ctx.set_rng_source(
+        [this, streams] { return node_rng_ >= 0 ? param(node_rng_) : rng(streams); });
     std::vector<Value> results = (*node.lowering)(ctx);
     TORCH_CHECK(results.size() == want.size(), "torchtpu: lowering of ", node.name, " returned ",
                 results.size(), " values, expected ", want.size());
@@ -344,6 +363,10 @@ class Builder {
   void add_written(bool donate) {
     for (; added_ < written_.size(); ++added_) {
       const int index = written_[added_].first;
+      if (discard_ && static_cast<size_t>(index) < discard_->size() &&
+          (*discard_)[static_cast<size_t>(index)]) {
+        continue;
+      }
       const Value stored = as_stored(written_[added_].second);
       const auto& old = params_[static_cast<size_t>(index)];
       for (size_t k = 0; donate && old && old->type == stored.type && k < used_.size(); ++k) {
@@ -379,6 +402,8 @@ class Builder {
   std::vector<Value> outputs_;
   std::optional<Value> rng_;
   int rng_uses_ = 0;
+  int node_rng_ = -1;                           // the node being lowered: its Node::rng_param
+  const std::vector<bool>* discard_ = nullptr;  // ProgramSpec::discard
   int returns_ = 0;
   size_t added_ = 0;  // written_[0, added_) are outputs already
 };

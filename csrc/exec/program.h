@@ -45,6 +45,8 @@ struct ProgramEntry {
   std::vector<OutputSink> outputs;
   uint64_t rng_numel = 0;      // how far a launch advances the generators it draws from
   runtime::CheckSpecs checks;  // device-side checks: the program's last output holds them
+  // Per check, the spec node whose lowering made it (fused eager names that op's caller).
+  std::vector<int> check_nodes;
   // What it was built for, typed: a later miss of the same op or graph is explained against it
   // while it is cached (runtime::SignatureIndex holds it weakly).
   std::shared_ptr<const runtime::Signature> signature;
@@ -76,6 +78,14 @@ struct Node {
   // nodes read the new value and the slot's storage receives it.
   bool overwrites_self = false;
   std::vector<NodeArg> args;
+  // Results written into slots' views as soon as the node is lowered: later nodes read them
+  // through the storage, as eager ops see an earlier op's write (a fused eager region, whose
+  // functional results are writes into the new tensors' storages). (slot, result index)
+  std::vector<std::pair<const ArgDesc*, int>> writes;
+  // >= 0: the parameter (a Generator slot's kind) whose state this node's lowering draws from
+  // instead of the device's default generator; fused eager draws it when the op is recorded, as
+  // a strict eager launch would.
+  int rng_param = -1;
 };
 
 // A new tensor's layout when it is not contiguous: stored with its dims in `perm` order
@@ -97,6 +107,9 @@ struct ProgramSpec {
   std::vector<std::pair<const ArgDesc*, NodeArg>> writes;
   bool rng_streams = false;  // each random node draws its own stream of the launch's state
   bool donate = false;       // written storages donate their old buffers
+  // Per parameter, true for a storage nobody reads after the program (a fused eager region's
+  // temporaries): its writes stay inside the program, no output. Empty: every write is output.
+  std::vector<bool> discard;
 };
 
 // Builds the spec's module over `state`'s slots: fills `e` but its program, returns the text.

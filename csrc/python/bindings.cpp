@@ -9,6 +9,7 @@
 #include "device/generator.h"
 #include "device/storage.h"
 #include "exec/executor.h"
+#include "exec/fused_eager.h"
 #include "exec/host_transfer.h"
 #include "exec/warmup.h"
 #include "lowering/lowering.h"
@@ -30,7 +31,9 @@ void register_hooks();
 
 namespace torchtpu::python {
 void bind_graph(pybind11::module& m);
-}
+void bind_fused(pybind11::module& m);
+void add_fused_metrics(pybind11::dict& d);
+}  // namespace torchtpu::python
 
 namespace torchtpu::distributed {
 void bind(pybind11::module& m);
@@ -56,6 +59,7 @@ PYBIND11_MODULE(_C, m) {
   device::register_hooks();
   aten::register_lowered_kernels();
   python::bind_graph(m);
+  python::bind_fused(m);
   distributed::bind(m);
 
   // The importing thread is Python's main thread: the one signal handlers run on.
@@ -157,11 +161,13 @@ PYBIND11_MODULE(_C, m) {
     py::dict by_op;
     for (const auto& [op, n] : runtime::fallbacks_by_op()) by_op[py::str(op)] = n;
     d["cpu_fallbacks_by_op"] = by_op;
+    python::add_fused_metrics(d);
     return d;
   });
   m.def("_reset_metrics", [] {
     runtime::reset_metrics();
     runtime::clear_recompile_reasons();
+    exec::fused::reset_stats();
   });
   m.def("_recompile_reasons", &runtime::recompile_reasons);
   // A compiled graph's bounded cache (torchtpu/_dynamo.py) dropped a specialization.

@@ -1,0 +1,86 @@
+// Fused eager's internals (exec/fused_eager.h): the ops a device's pending region recorded, and
+// how it runs them as one program.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/StorageImpl.h>
+#include <c10/util/intrusive_ptr.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "exec/call_state.h"
+#include "exec/executor.h"
+#include "exec/fused_eager.h"
+#include "exec/op_plan.h"
+
+namespace torchtpu::exec::fused {
+
+// One recorded call, without its tensors: the storages it reads and writes are the region's,
+// everything else it needs to become a node of a program is copied here.
+struct RecordedOp {
+  const OpPlan* plan = nullptr;
+  std::shared_ptr<const OpEntry> entry;  // its one-op description (executor.h describe_native)
+  std::string key;                       // the plan's address and the call's scan key
+  // The call's parameters: storages (by raw pointer: the region holds them), runtime scalars,
+  // CPU scalars (copied at the call), generators drawn at the call; then one storage per new
+  // tensor (functional results).
+  std::vector<Param> params;
+  size_t num_scanned = 0;  // `params` from the call's scan (the new tensors' storages follow)
+  // Per schema argument its slot over `params`, then per new tensor the view its result is
+  // written through.
+  std::vector<ArgDesc> args;
+  size_t num_args = 0;              // schema arguments among `args`
+  std::vector<c10::IValue> values;  // per schema argument: the call's value, None for tensors
+  std::vector<int> writes;          // `params` the op writes (in place, out=, new tensors)
+  int rng_param = -1;               // `params` index of the draw its lowering's rng source reads
+  int64_t location = -1;            // its caller (set_location_hooks)
+};
+
+// Every storage a region's ops touch.
+struct Touched {
+  // The region's one strong reference: the storage is still readable after the region iff
+  // someone else holds it too (use_count() > 1).
+  c10::intrusive_ptr<c10::StorageImpl> storage;
+  int born_by = -1;  // the op whose new tensor it is; -1: it existed before the region
+  int last_op = -1;  // the last op that reads or writes it
+  bool written = false;
+};
+
+struct Region {
+  std::vector<RecordedOp> ops;
+  std::unordered_map<c10::StorageImpl*, Touched> storages;
+  // FNV-1a over the ops' plans: what a region computes regardless of shapes (churn detection).
+  uint64_t skeleton = 14695981039346656037ull;
+};
+
+// Runs the region's ops (as one program, or op by op when its program keeps missing the cache),
+// lands their results in the storages that are still readable, and leaves `r` empty. The
+// caller holds the device's region lock.
+void run_region(Region& r, int device, Cause cause);
+
+// The caller's location of a recorded op ("file.py:42 in f"), or "" when unknown.
+std::string describe_location(int64_t id);
+
+// Counts for stats(); set by run_region.
+void count_program();
+void count_replayed(int64_t ops);
+void count_flush(Cause cause, bool churn);
+
+// While alive, this thread's reads and writes of storages deferred by `device`'s region (-1:
+// any device) do not run that region: the thread is recording into it or running it.
+class InsideRegion {
+ public:
+  explicit InsideRegion(int device);
+  ~InsideRegion();
+  InsideRegion(const InsideRegion&) = delete;
+  InsideRegion& operator=(const InsideRegion&) = delete;
+
+ private:
+  int previous_;
+};
+
+}  // namespace torchtpu::exec::fused
