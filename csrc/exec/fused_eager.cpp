@@ -85,7 +85,7 @@ void on_deferred_access(const device::StorageHandle& h, bool write) {
   const auto state = h.deferred();
   if (state == device::StorageHandle::Deferred::kNone) return;
   if (!write && state != device::StorageHandle::Deferred::kWritten) return;
-  if (d.region.ops.empty()) return;
+  if (d.region.empty()) return;
   InsideRegion in(device);
   run_region(d.region, device, access_cause);
 }
@@ -95,27 +95,41 @@ const bool hook_installed = [] {
   return true;
 }();
 
+// `v[at] = x`, growing `v` when needed: slots are assigned, so their own vectors keep capacity.
+template <typename T>
+T& slot(std::vector<T>& v, size_t at) {
+  if (at == v.size()) v.emplace_back();
+  return v[at];
+}
+
 // The new tensors of a functional call, over storages without buffers yet.
 void make_outputs(const OpEntry& e, int device, RecordedOp& op, std::vector<at::Tensor>& out) {
+  size_t nparams = op.params.size(), nargs = op.args.size();
   for (const OutputSink& o : e.outputs) {
     if (o.to_storage || o.to_cpu_input) continue;
     at::Tensor t = wrap_buffer(nullptr, o.dims, o.sizes, o.strides, o.dtype, device);
-    Param p;
+    Param& p = slot(op.params, nparams);
     p.kind = Param::Kind::kStorage;
     p.storage = t.storage().unsafeGetStorageImpl();
+    p.buffer.reset();
     p.dims = o.dims;
     p.dtype = o.element_type;
-    ArgDesc d;
+    ArgDesc& d = slot(op.args, nargs++);
+    d.reset();
     d.kind = ArgDesc::Kind::kTensor;
-    d.param = static_cast<int>(op.params.size());
+    d.param = static_cast<int>(nparams++);
     d.dtype = o.dtype;
     d.view.sizes = o.sizes;
-    d.view.strides = o.strides.empty() ? t.strides().vec() : o.strides;
+    if (o.strides.empty()) {
+      d.view.strides.assign(t.strides().begin(), t.strides().end());
+    } else {
+      d.view.strides = o.strides;
+    }
     op.writes.push_back(d.param);
-    op.params.push_back(std::move(p));
-    op.args.push_back(std::move(d));
     out.push_back(std::move(t));
   }
+  op.params.resize(nparams);
+  op.args.resize(nargs);
 }
 
 // Draws the generators the call's program would draw at its launch (launch_program), in the
@@ -160,12 +174,12 @@ uint64_t fnv(uint64_t h, uint64_t v) {
   return h;
 }
 
-// Appends `op` to the device's region and marks its storages deferred (the region lock held).
-void append(Region& r, RecordedOp op) {
-  const int index = static_cast<int>(r.ops.size());
-  std::vector<bool> written(op.params.size(), false);
-  for (int w : op.writes) written[static_cast<size_t>(w)] = true;
-  const size_t scanned = op.num_scanned;
+// Adds the op in the region's next slot to the region and marks its storages deferred (the
+// region lock held).
+void append(Region& r) {
+  RecordedOp& op = r.ops[r.size];
+  const int index = static_cast<int>(r.size);
+  op.touched.assign(op.params.size(), nullptr);
   for (size_t j = 0; j < op.params.size(); ++j) {
     Param& p = op.params[j];
     if (p.kind != Param::Kind::kStorage) continue;
@@ -175,19 +189,23 @@ void append(Region& r, RecordedOp op) {
     Touched& t = it->second;
     if (fresh) {
       t.storage = c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(p.storage);
-      if (j >= scanned) t.born_by = index;
+      if (j >= op.num_scanned) t.born_by = index;
     }
     t.last_op = index;
+    op.touched[j] = &t;
     auto* h = static_cast<device::StorageHandle*>(p.storage->data_ptr().get_context());
-    if (written[j]) {
-      t.written = true;
-      h->set_deferred(device::StorageHandle::Deferred::kWritten);
-    } else if (h->deferred() == device::StorageHandle::Deferred::kNone) {
+    if (h->deferred() == device::StorageHandle::Deferred::kNone) {
       h->set_deferred(device::StorageHandle::Deferred::kRead);
     }
   }
+  for (int w : op.writes) {
+    Touched& t = *op.touched[static_cast<size_t>(w)];
+    t.written = true;
+    static_cast<device::StorageHandle*>(t.storage->data_ptr().get_context())
+        ->set_deferred(device::StorageHandle::Deferred::kWritten);
+  }
   r.skeleton = fnv(r.skeleton, reinterpret_cast<uintptr_t>(op.plan));
-  r.ops.push_back(std::move(op));
+  r.size++;
 }
 
 // The call's results on the stack, as a launch leaves them (executor.cpp's launch).
@@ -309,7 +327,7 @@ void flush(int device, Cause cause) {
   recorded_on &= ~(uint64_t{1} << device);
   DeviceRegion& d = region_of(device);
   std::lock_guard<std::mutex> g(d.mutex);
-  if (d.region.ops.empty()) return;
+  if (d.region.empty()) return;
   InsideRegion in(device);
   run_region(d.region, device, cause);
 }
@@ -327,59 +345,56 @@ Recorded record(const OpPlan& plan, const c10::OperatorHandle& op, torch::jit::S
   CaptureLocation capture = capture_hook.load(std::memory_order_relaxed);
   const int64_t location = capture ? capture() : -1;
   for (int attempt = 0; attempt < 2; ++attempt) {
-    std::shared_ptr<OpEntry> entry;
-    RecordedOp rec;
-    int device = -1;
+    InsideRegion scanning(-1);
+    PooledCallState pooled;
+    CallState& state = *pooled;
+    const OpPlan* plan_ptr = &plan;
+    state.key.append(reinterpret_cast<const char*>(&plan_ptr), sizeof(plan_ptr));
+    Scanner(state, /*with_views=*/true).scan(schema, *stack, first);
+    const int device = state.device >= 0 ? state.device : device::current_device();
+    bool hit = false;
+    std::shared_ptr<OpEntry> entry = descriptions().get_or_build(
+        state.key, [&] { return describe_native(plan, op, stack, state, attempt); }, &hit);
+    if (!entry) continue;  // out= arguments changed shape: so did the signature
+    if (entry->fallback) {
+      *reason = *entry->fallback;
+      flush(device, Cause::kUnsupported);
+      return Recorded::kFallback;
+    }
+    std::vector<at::Tensor> fresh;
+    DeviceRegion& d = region_of(device);
     {
-      InsideRegion scanning(-1);
-      PooledCallState pooled;
-      CallState& state = *pooled;
-      const OpPlan* plan_ptr = &plan;
-      state.key.append(reinterpret_cast<const char*>(&plan_ptr), sizeof(plan_ptr));
-      Scanner(state, /*with_views=*/true).scan(schema, *stack, first);
-      device = state.device >= 0 ? state.device : device::current_device();
-      bool hit = false;
-      entry = descriptions().get_or_build(
-          state.key, [&] { return describe_native(plan, op, stack, state, attempt); }, &hit);
-      if (!entry) continue;  // out= arguments changed shape: so did the signature
-      if (entry->fallback) {
-        *reason = *entry->fallback;
-        flush(device, Cause::kUnsupported);
-        return Recorded::kFallback;
-      }
+      std::lock_guard<std::mutex> g(d.mutex);
+      InsideRegion in(device);
+      if (d.region.size >= max_ops()) run_region(d.region, device, Cause::kSize);
+      RecordedOp& rec = d.region.next();
       rec.plan = &plan;
       rec.entry = entry;
       rec.key = state.key;
-      rec.params = state.params;
+      rec.location = location;
+      rec.params.assign(state.params.begin(), state.params.end());
       rec.num_scanned = state.params.size();
       rec.num_args = state.args.size();
       rec.args.assign(state.args.begin(), state.args.end());
       rec.values.resize(rec.num_args);
       for (size_t i = 0; i < rec.num_args; ++i) {
         const ArgDesc::Kind k = rec.args[i].kind;
-        if (k != ArgDesc::Kind::kTensor && k != ArgDesc::Kind::kTensorList) {
-          rec.values[i] = (*stack)[first + i];
-        }
+        rec.values[i] = k == ArgDesc::Kind::kTensor || k == ArgDesc::Kind::kTensorList
+                            ? c10::IValue()
+                            : (*stack)[first + i];
       }
-    }
-    rec.location = location;
-    // A CPU scalar's value is the call's: the caller may change the tensor before the region runs.
-    for (Param& p : rec.params) {
-      if (p.kind == Param::Kind::kCpuTensor) p.cpu_tensor = p.cpu_tensor.clone();
-    }
-    if (plan.variant != Variant::kFunctional) {
-      for (size_t m : plan.mutated_args) mark_written(rec.args[m], rec);
-    }
-    std::vector<at::Tensor> fresh;
-    make_outputs(*entry, device, rec, fresh);
-    DeviceRegion& d = region_of(device);
-    {
-      std::lock_guard<std::mutex> g(d.mutex);
-      InsideRegion in(device);
-      if (d.region.ops.size() >= max_ops()) run_region(d.region, device, Cause::kSize);
+      // A CPU scalar's value is the call's: the caller may change the tensor before the region
+      // runs.
+      for (Param& p : rec.params) {
+        if (p.kind == Param::Kind::kCpuTensor) p.cpu_tensor = p.cpu_tensor.clone();
+      }
+      if (plan.variant != Variant::kFunctional) {
+        for (size_t m : plan.mutated_args) mark_written(rec.args[m], rec);
+      }
+      make_outputs(*entry, device, rec, fresh);
       // Drawn in the order the calls reach the device, as strict launches draw.
       draw(*entry, device, *stack, rec);
-      append(d.region, std::move(rec));
+      append(d.region);
     }
     recorded_on |= uint64_t{1} << device;
     counters().ops++;

@@ -38,6 +38,8 @@ struct RecordedOp {
   std::vector<int> writes;          // `params` the op writes (in place, out=, new tensors)
   int rng_param = -1;               // `params` index of the draw its lowering's rng source reads
   int64_t location = -1;            // its caller (set_location_hooks)
+  // Per parameter, its storage's entry in the region (null when not a storage).
+  std::vector<struct Touched*> touched;
 };
 
 // Every storage a region's ops touch.
@@ -48,13 +50,27 @@ struct Touched {
   int born_by = -1;  // the op whose new tensor it is; -1: it existed before the region
   int last_op = -1;  // the last op that reads or writes it
   bool written = false;
+  // Its parameter in the assembly numbered `epoch` (exec/fused_run.cpp).
+  uint64_t epoch = 0;
+  int param = -1;
 };
 
+constexpr uint64_t kSkeletonSeed = 14695981039346656037ull;
+
 struct Region {
+  // ops[0, size) are recorded; the others keep their allocations for the next ones, so that a
+  // steady loop records without allocating its bookkeeping again (as PooledCallState does).
   std::vector<RecordedOp> ops;
+  size_t size = 0;
   std::unordered_map<c10::StorageImpl*, Touched> storages;
   // FNV-1a over the ops' plans: what a region computes regardless of shapes (churn detection).
-  uint64_t skeleton = 14695981039346656037ull;
+  uint64_t skeleton = kSkeletonSeed;
+
+  bool empty() const { return size == 0; }
+  // The next op's slot, emptied (its vectors keep their capacity).
+  RecordedOp& next();
+  // Forgets the ops and drops the storages (keeping the slots).
+  void clear();
 };
 
 // Runs the region's ops (as one program, or op by op when its program keeps missing the cache),

@@ -9,6 +9,7 @@
 #include <ATen/ops/empty_strided.h>
 #include <c10/util/Exception.h>
 
+#include <atomic>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -30,15 +31,27 @@
 namespace torchtpu::exec::fused {
 namespace {
 
+template <typename T>
+T& slot_of(std::vector<T>& v, size_t at) {
+  if (at == v.size()) v.emplace_back();
+  return v[at];
+}
+
 using Deferred = device::StorageHandle::Deferred;
 
-// A range of a region's ops as one program's call.
+// A range of a region's ops as one program's call. Kept from call to call on each thread
+// (run_region's are thread_local), so that a steady loop assembles without allocating.
 struct Assembly {
-  CallState state;                            // parameters (and, once built, arguments)
-  std::vector<std::vector<int>> param_map;    // per op of the range: its params' indices here
+  CallState state;                            // parameters (and, to build, arguments)
+  std::vector<int> map;                       // op k's params at map[map_begin[k] ...]
+  std::vector<size_t> map_begin;              // per op of the range
   std::vector<c10::StorageImpl*> storage_of;  // per parameter, null when not a storage
+  std::vector<const Touched*> touched_of;     // per parameter, null when not a storage
   std::vector<bool> discard;                  // per parameter: written, then read by nobody
+  std::vector<bool> written;
   std::string key;
+  size_t begin = 0;
+  const int* params_of(size_t op) const { return map.data() + map_begin[op - begin]; }
 };
 
 void put(std::string& key, int64_t v) { key.append(reinterpret_cast<const char*>(&v), 8); }
@@ -48,38 +61,56 @@ device::StorageHandle* handle(c10::StorageImpl* st) {
   return static_cast<device::StorageHandle*>(st->data_ptr().get_context());
 }
 
-Assembly assemble(const Region& r, size_t begin, size_t end, int device) {
-  Assembly a;
+uint64_t next_epoch() {
+  static std::atomic<uint64_t> epoch{0};
+  return ++epoch;
+}
+
+void assemble(const Region& r, size_t begin, size_t end, int device, Assembly& a) {
+  const uint64_t epoch = next_epoch();
+  a.begin = begin;
   a.state.device = device;
-  std::unordered_map<c10::StorageImpl*, int> index;
-  std::vector<bool> written;
+  a.key.clear();
+  a.map.clear();
+  a.map_begin.clear();
+  a.storage_of.clear();
+  a.touched_of.clear();
+  a.written.clear();
+  std::vector<Param>& params = a.state.params;
+  size_t n = 0;
   for (size_t i = begin; i < end; ++i) {
     const RecordedOp& op = r.ops[i];
     put(a.key, static_cast<int64_t>(op.key.size()));
     a.key += op.key;
-    std::vector<int>& map = a.param_map.emplace_back(op.params.size(), -1);
+    a.map_begin.push_back(a.map.size());
     for (size_t j = 0; j < op.params.size(); ++j) {
       const Param& p = op.params[j];
-      const int next = static_cast<int>(a.state.params.size());
+      Touched* t = op.touched[j];
       if (p.kind != Param::Kind::kStorage) {
-        map[j] = next;
-        a.state.params.push_back(p);
+        a.map.push_back(static_cast<int>(n));
+        if (n == params.size()) params.emplace_back();
+        params[n++] = p;
         a.storage_of.push_back(nullptr);
-        written.push_back(false);
+        a.touched_of.push_back(nullptr);
+        a.written.push_back(false);
         continue;
       }
-      auto [it, fresh] = index.emplace(p.storage, next);
-      map[j] = it->second;
-      if (!fresh) {
+      if (t->epoch == epoch) {
+        a.map.push_back(t->param);
         put(a.key, 'S');
-        put(a.key, static_cast<int64_t>(it->second));
+        put(a.key, static_cast<int64_t>(t->param));
         continue;
       }
-      Param q;
+      t->epoch = epoch;
+      t->param = static_cast<int>(n);
+      a.map.push_back(t->param);
+      if (n == params.size()) params.emplace_back();
+      Param& q = params[n++];
       q.kind = Param::Kind::kStorage;
       q.storage = p.storage;
-      if (r.storages.at(p.storage).born_by == static_cast<int>(i) && j >= op.num_scanned) {
+      if (t->born_by == static_cast<int>(i) && j >= op.num_scanned) {
         // A new tensor of this op: the node's result is its first contents.
+        q.buffer.reset();
         q.dims = p.dims;
         q.dtype = p.dtype;
         put(a.key, 'B');
@@ -97,28 +128,29 @@ Assembly assemble(const Region& r, size_t begin, size_t end, int device) {
         for (int64_t d : q.dims) put(a.key, d);
         put(a.key, static_cast<int64_t>(q.dtype));
       }
-      a.state.params.push_back(std::move(q));
       a.storage_of.push_back(p.storage);
-      written.push_back(false);
+      a.touched_of.push_back(t);
+      a.written.push_back(false);
     }
-    for (int w : op.writes) written[static_cast<size_t>(map[static_cast<size_t>(w)])] = true;
+    const int* map = a.params_of(i);
+    for (int w : op.writes) a.written[static_cast<size_t>(map[w])] = true;
   }
+  params.resize(n);
   // Which written storages stay readable decides the program's outputs: part of its key.
-  a.discard.assign(a.state.params.size(), false);
-  for (size_t k = 0; k < written.size(); ++k) {
-    if (!written[k]) continue;
-    const Touched& t = r.storages.at(a.storage_of[k]);
+  a.discard.assign(n, false);
+  for (size_t k = 0; k < n; ++k) {
+    if (!a.written[k]) continue;
+    const Touched& t = *a.touched_of[k];
     const bool needed = t.storage.use_count() > 1 || t.last_op >= static_cast<int>(end);
     a.discard[k] = !needed;
     put(a.key, static_cast<char>(needed ? 'L' : 'D'));
   }
-  return a;
 }
 
-ArgDesc renumber(const ArgDesc& d, const std::vector<int>& map) {
+ArgDesc renumber(const ArgDesc& d, const int* map) {
   ArgDesc out = d;
-  if (d.param >= 0) out.param = map[static_cast<size_t>(d.param)];
-  if (d.offset_param >= 0) out.offset_param = map[static_cast<size_t>(d.offset_param)];
+  if (d.param >= 0) out.param = map[d.param];
+  if (d.offset_param >= 0) out.offset_param = map[d.offset_param];
   for (size_t k = 0; k < d.items.size(); ++k) out.items[k] = renumber(d.items[k], map);
   return out;
 }
@@ -145,7 +177,7 @@ ProgramSpec spec_of(const Region& r, size_t begin, size_t end, Assembly& a) {
   for (size_t i = begin; i < end; ++i) {
     base.push_back(a.state.args.size());
     for (const ArgDesc& d : r.ops[i].args) {
-      a.state.args.push_back(renumber(d, a.param_map[i - begin]));
+      a.state.args.push_back(renumber(d, a.params_of(i)));
     }
   }
   for (size_t i = begin; i < end; ++i) {
@@ -174,7 +206,7 @@ ProgramSpec spec_of(const Region& r, size_t begin, size_t end, Assembly& a) {
       }
     }
     if (op.rng_param >= 0) {
-      node.rng_param = a.param_map[i - begin][static_cast<size_t>(op.rng_param)];
+      node.rng_param = a.params_of(i)[op.rng_param];
     }
     spec.nodes.push_back(std::move(node));
   }
@@ -281,13 +313,13 @@ bool may_build(uint64_t skeleton, const Region& r) {
   }
   if (!s.churning) {
     s.churning = true;
-    std::string where = r.ops.empty() ? std::string() : describe_location(r.ops[0].location);
+    std::string where = r.empty() ? std::string() : describe_location(r.ops[0].location);
     std::fprintf(stderr,
                  "torchtpu: fused eager: a region of %zu ops (%s%s) missed the program cache "
                  "with new shapes after %d fused programs; its new shapes now run op by op, "
                  "each op a cached program as in strict eager\n",
-                 r.ops.size(), where.empty() ? "" : ("from " + where + ": ").c_str(),
-                 op_list(r, 0, std::min<size_t>(r.ops.size(), 6)).c_str(), s.built);
+                 r.size, where.empty() ? "" : ("from " + where + ": ").c_str(),
+                 op_list(r, 0, std::min<size_t>(r.size, 6)).c_str(), s.built);
   }
   return false;
 }
@@ -380,32 +412,48 @@ void launch_and_land(const ProgramEntry& e, const Region& r, size_t begin, size_
 
 }  // namespace
 
+RecordedOp& Region::next() {
+  RecordedOp& op = slot_of(ops, size);
+  op.writes.clear();
+  op.rng_param = -1;
+  op.location = -1;
+  return op;
+}
+
+void Region::clear() {
+  for (auto& [st, t] : storages) handle(st)->set_deferred(Deferred::kNone);
+  // Drops the region's references: temporaries nobody else holds are freed here.
+  storages.clear();
+  for (size_t i = 0; i < size; ++i) ops[i].entry.reset();
+  size = 0;
+  skeleton = kSkeletonSeed;
+}
+
 void run_region(Region& r, int device, Cause cause) {
-  const size_t n = r.ops.size();
+  thread_local Assembly whole, one;
+  const size_t n = r.size;
   bool churn = false;
   try {
-    Assembly a = assemble(r, 0, n, device);
-    std::shared_ptr<ProgramEntry> e = program_for(r, 0, n, a, /*whole=*/true);
+    assemble(r, 0, n, device, whole);
+    std::shared_ptr<ProgramEntry> e = program_for(r, 0, n, whole, /*whole=*/true);
     if (e) {
-      launch_and_land(*e, r, 0, n, a, device);
+      launch_and_land(*e, r, 0, n, whole, device);
       count_program();
     } else {
       churn = true;
       for (size_t i = 0; i < n; ++i) {
-        Assembly one = assemble(r, i, i + 1, device);
+        assemble(r, i, i + 1, device, one);
         std::shared_ptr<ProgramEntry> pe = program_for(r, i, i + 1, one, /*whole=*/false);
         launch_and_land(*pe, r, i, i + 1, one, device);
       }
       count_replayed(static_cast<int64_t>(n));
     }
   } catch (...) {
-    for (auto& [st, t] : r.storages) handle(st)->set_deferred(Deferred::kNone);
-    r = Region();
+    r.clear();
     throw;
   }
   count_flush(cause, churn);
-  for (auto& [st, t] : r.storages) handle(st)->set_deferred(Deferred::kNone);
-  r = Region();
+  r.clear();
 }
 
 void set_launch_log(bool on) {
