@@ -4,6 +4,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -208,6 +209,39 @@ void append(Region& r) {
   r.size++;
 }
 
+// A loop's region holds at least this many ops: a short body (x = x * a + b) runs several
+// iterations per program rather than one program per iteration.
+constexpr size_t kLoopMinOps = 64;
+// Candidate periods followed at once (each costs one comparison per recorded op).
+constexpr size_t kMaxPeriods = 32;
+
+// Whether the region, its last op just appended, is whole iterations of a loop and runs now.
+// Only the op stream decides (which plans, in which order), never timing, so every rank running
+// the same code cuts the same programs. A period L is a candidate from the first op after the
+// start that repeats the region's first op, and stays one while each op repeats the op L before
+// it; the region is cut once it holds max(2L, kLoopMinOps rounded up to L) ops of it, and that
+// (skeleton, size) is remembered, so the next iterations are cut at the same length at once.
+bool loop_cut(Region& r) {
+  if (r.loops.count(fnv(r.skeleton, r.size))) return true;
+  const size_t p = r.size - 1;
+  const OpPlan* plan = r.ops[p].plan;
+  size_t kept = 0;
+  bool cut = false;
+  for (size_t period : r.periods) {
+    if (r.ops[p - period].plan != plan) continue;
+    r.periods[kept++] = period;
+    const size_t length = std::max(2 * period, (kLoopMinOps + period - 1) / period * period);
+    cut = cut || r.size == length;
+  }
+  r.periods.resize(kept);
+  if (cut) {
+    r.loops.insert(fnv(r.skeleton, r.size));
+    return true;
+  }
+  if (p > 0 && plan == r.ops[0].plan && r.periods.size() < kMaxPeriods) r.periods.push_back(p);
+  return false;
+}
+
 // The call's results on the stack, as a launch leaves them (executor.cpp's launch).
 void push_results(const OpPlan& plan, const OpEntry& e, std::vector<at::Tensor>& fresh,
                   torch::jit::Stack* stack, size_t first) {
@@ -395,6 +429,7 @@ Recorded record(const OpPlan& plan, const c10::OperatorHandle& op, torch::jit::S
       // Drawn in the order the calls reach the device, as strict launches draw.
       draw(*entry, device, *stack, rec);
       append(d.region);
+      if (loop_cut(d.region)) run_region(d.region, device, Cause::kLoop);
     }
     recorded_on |= uint64_t{1} << device;
     counters().ops++;

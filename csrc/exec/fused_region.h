@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "exec/call_state.h"
@@ -65,6 +66,12 @@ struct Region {
   std::unordered_map<c10::StorageImpl*, Touched> storages;
   // FNV-1a over the ops' plans: what a region computes regardless of shapes (churn detection).
   uint64_t skeleton = kSkeletonSeed;
+  // Loop detection (exec/fused_eager.cpp): the periods L for which ops [L, size) repeat ops
+  // [0, size - L) so far.
+  std::vector<size_t> periods;
+  // Regions cut as whole iterations of a loop, as FNV(skeleton, size): a later region that
+  // reaches one of them is cut there. Kept from region to region (clear() keeps it).
+  std::unordered_set<uint64_t> loops;
 
   bool empty() const { return size == 0; }
   // The next op's slot, emptied (its vectors keep their capacity).

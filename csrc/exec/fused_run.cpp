@@ -248,6 +248,27 @@ std::string tensor_text(const ArgDesc& d) {
   return s + "]";
 }
 
+// The ops [begin, end) by name and tensor types, hashed: what every process running the same
+// code launches alike (the assembly key holds plan addresses, which differ across processes).
+std::string portable_text(const Region& r, size_t begin, size_t end) {
+  uint64_t h = kSkeletonSeed;
+  const auto mix = [&h](const std::string& s) {
+    for (unsigned char c : s) {
+      h ^= c;
+      h *= 1099511628211ull;
+    }
+  };
+  for (size_t i = begin; i < end; ++i) {
+    const RecordedOp& op = r.ops[i];
+    mix(op.plan->called_name);
+    for (size_t j = 0; j < op.num_args; ++j) {
+      if (op.args[j].kind == ArgDesc::Kind::kTensor) mix(tensor_text(op.args[j]));
+    }
+    mix(";");
+  }
+  return std::to_string(end - begin) + " ops " + hex(h);
+}
+
 // The region's typed signature (its ops, each with its tensors' types), for miss explanations.
 runtime::Signature signature_of(const Region& r, size_t begin, size_t end, uint64_t family) {
   runtime::Signature sig;
@@ -404,8 +425,7 @@ void launch_and_land(const ProgramEntry& e, const Region& r, size_t begin, size_
   if (log_on) {
     std::lock_guard<std::mutex> g(log_mutex);
     if (log_on) {
-      launched().push_back(std::to_string(end - begin) + " ops " +
-                           hex(std::hash<std::string>()(a.key)));
+      launched().push_back("tpu:" + std::to_string(device) + " " + portable_text(r, begin, end));
     }
   }
 }
@@ -427,6 +447,7 @@ void Region::clear() {
   for (size_t i = 0; i < size; ++i) ops[i].entry.reset();
   size = 0;
   skeleton = kSkeletonSeed;
+  periods.clear();
 }
 
 void run_region(Region& r, int device, Cause cause) {

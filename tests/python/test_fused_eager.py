@@ -1,0 +1,465 @@
+"""Fused eager (issue 27): ops on tpu tensors record into a pending region per device that runs as
+ONE program. Every case runs three ways: on the CPU (the reference), in strict eager (one program
+per op) and in fused eager; values, version counters and errors must match strict eager's (and
+the CPU's), and the cuts (where a fused program ends) must come from the op stream alone."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.testing import assert_close
+
+import torchtpu
+from torchtpu import _C
+
+# A fused program may round differently from a chain of one-op programs only where XLA
+# contracts ops inside one program (a * b + c): well under these.
+FUSED_VS_STRICT = dict(rtol=1e-6, atol=1e-6)
+
+
+@pytest.fixture
+def fused():
+    """Fused eager for the test; strict (with nothing pending) after it, whatever happened."""
+    torchtpu.set_eager_mode("fused")
+    try:
+        yield
+    finally:
+        torchtpu.set_eager_mode("strict")
+
+
+def _stats():
+    m = torchtpu.metrics()
+    return {"programs": m["fused_programs"], "ops": m["fused_ops"],
+            "replayed": m["fused_ops_replayed"], "executions": m["executions"],
+            "builds": m["cache_misses"], **m["fused_flushes_by_cause"]}
+
+
+def _delta(before):
+    now = _stats()
+    return {k: now[k] - before[k] for k in now}
+
+
+def _to(obj, device):
+    if isinstance(obj, torch.Tensor):
+        return obj.to(device)
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_to(o, device) for o in obj)
+    if isinstance(obj, dict):
+        return {k: _to(v, device) for k, v in obj.items()}
+    return obj
+
+
+def three_ways(fn, *inputs):
+    """fn(*inputs) on the CPU, in strict eager and in fused eager (tpu). Returns the three results
+    on the CPU, and asserts fused == strict (tight) and strict == CPU."""
+    cpu = fn(*[i.clone() if isinstance(i, torch.Tensor) else i for i in inputs])
+    assert torchtpu.get_eager_mode() == "strict"
+    strict = _to(fn(*_to(inputs, "tpu")), "cpu")
+    with torchtpu.fused_eager():
+        out = fn(*_to(inputs, "tpu"))
+        fused_out = _to(out, "cpu")
+    assert_close(fused_out, strict, **FUSED_VS_STRICT)
+    assert_close(strict, cpu)
+    return cpu, strict, fused_out
+
+
+# ---- the mode ----
+
+def test_mode_switches_and_rejects_unknown_names():
+    assert torchtpu.get_eager_mode() == "strict"
+    with torchtpu.fused_eager():
+        assert torchtpu.get_eager_mode() == "fused"
+    assert torchtpu.get_eager_mode() == "strict"
+    with pytest.raises(ValueError, match="eager mode must be one of"):
+        torchtpu.set_eager_mode("lazy")
+    torchtpu.mark_step()  # a no-op in strict mode
+
+
+def test_ops_fuse_into_one_program(fused):
+    x = torch.randn(16, 16, device="tpu")
+    torchtpu.mark_step()
+    before = _stats()
+    y = x
+    for _ in range(20):
+        y = torch.tanh(y @ x) * 0.5 + 1
+    value = y.sum().cpu()
+    d = _delta(before)
+    # 81 ops; the loop detector sees a period of 4 and cuts once at 64 ops (16 iterations), the
+    # read runs the rest.
+    assert d["ops"] == 81 and d["programs"] == 2, d
+    assert d["loop"] == 1 and d["materialization"] == 1 and d["executions"] == 2, d
+    xc = x.cpu()
+    yc = xc
+    for _ in range(20):
+        yc = torch.tanh(yc @ xc) * 0.5 + 1
+    assert_close(value, yc.sum())
+
+
+# ---- views, in-place writes, aliases, version counters ----
+
+def _views_and_writes(a):
+    y = a * 2 + 1
+    v = y[1:3]                     # a view of a pending tensor
+    v.add_(10)                     # an in-place write through it
+    t = y.t()                      # another alias of the same storage
+    t[0].mul_(3)                   # a write through a transposed view
+    w = y.view(-1)[::3]            # a strided view
+    w.fill_(-1)
+    r = t.sum(1)                   # a read through an alias after the writes
+    y.unsqueeze(0).squeeze(0)[2, 1:4].copy_(torch.arange(3.0, device=a.device))
+    return y, v, t, w, r, (y._version, v._version, t._version, w._version)
+
+
+def test_views_in_place_and_aliases_match_strict_and_cpu():
+    a = torch.randn(5, 6)
+    cpu, strict, fused_out = three_ways(_views_and_writes, a)
+    assert fused_out[-1] == strict[-1] == cpu[-1]
+
+
+def test_in_place_on_a_leaf_read_later_through_a_view(fused):
+    base = torch.zeros(4, 4, device="tpu")
+    row = base[2]
+    base.add_(1)
+    row.mul_(5)
+    base.diagonal().sub_(2)
+    expected = torch.zeros(4, 4)
+    expected.add_(1)
+    expected[2].mul_(5)
+    expected.diagonal().sub_(2)
+    assert base._version == 3 and row._version == 3
+    assert_close(row.cpu(), expected[2])
+    assert_close(base.cpu(), expected)
+
+
+def test_a_tensor_written_after_its_view_was_read_keeps_the_read_values(fused):
+    x = torch.arange(6.0, device="tpu")
+    before_write = x[:3] * 1   # reads x before the write below
+    x.zero_()
+    assert_close(before_write.cpu(), torch.arange(3.0))
+    assert_close(x.cpu(), torch.zeros(6))
+
+
+def test_out_arguments_and_resize(fused):
+    a = torch.randn(3, 4)
+    out = torch.empty(3, 4, device="tpu")
+    torch.add(a.to("tpu"), 1, out=out)
+    resized = torch.empty(0, device="tpu")
+    torch.mul(a.to("tpu"), 2, out=resized)
+    assert_close(out.cpu(), a + 1)
+    assert_close(resized.cpu(), a * 2)
+
+
+def test_data_and_detach_alias_the_pending_tensor(fused):
+    p = torch.ones(3, device="tpu") * 2
+    d = p.detach()
+    p.data.add_(1)
+    d.mul_(2)
+    assert_close(p.cpu(), torch.full((3,), 6.0))
+
+
+def test_host_tensor_scalar_is_read_at_the_call(fused):
+    # A CPU scalar tensor operand is copied at the call: changing it before the region runs must
+    # not change the recorded op's value.
+    s = torch.tensor(2.0)
+    x = torch.ones(3, device="tpu") * s
+    s.fill_(100.0)
+    assert_close(x.cpu(), torch.full((3,), 2.0))
+
+
+# ---- autograd, optimizers, AMP, RNG ----
+
+def _mlp_steps(seed, device, steps=3, opt_cls=torch.optim.AdamW):
+    torch.manual_seed(seed)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.LayerNorm(16),
+                                torch.nn.Linear(16, 4)).to(device)
+    opt = opt_cls(model.parameters(), lr=1e-2)
+    g = torch.Generator().manual_seed(seed)
+    losses = []
+    for step in range(steps):
+        x = torch.randn(6, 8, generator=g).to(device)
+        y = torch.randn(6, 4, generator=g).to(device)
+        loss = F.mse_loss(model(x), y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        for group in opt.param_groups:
+            group["lr"] = 1e-2 / (step + 1)  # a changing value: a runtime argument
+        opt.step()
+        opt.zero_grad()
+        losses.append(loss.detach())
+    return torch.stack(losses).cpu(), [p.detach().cpu() for p in model.parameters()]
+
+
+@pytest.mark.parametrize("opt_cls", [torch.optim.AdamW, torch.optim.SGD])
+def test_training_matches_strict_and_cpu(opt_cls):
+    cpu_losses, cpu_params = _mlp_steps(0, "cpu", opt_cls=opt_cls)
+    strict_losses, strict_params = _mlp_steps(0, "tpu", opt_cls=opt_cls)
+    with torchtpu.fused_eager():
+        fused_losses, fused_params = _mlp_steps(0, "tpu", opt_cls=opt_cls)
+    assert_close(fused_losses, strict_losses, **FUSED_VS_STRICT)
+    assert_close(fused_params, strict_params, **FUSED_VS_STRICT)
+    assert_close(strict_losses, cpu_losses, rtol=1e-4, atol=1e-5)
+
+
+def test_autograd_version_counter_error_matches_strict(fused):
+    x = torch.randn(4, device="tpu", requires_grad=True)
+    y = x.exp()          # exp saves its result for backward
+    y.add_(1)            # ... which this write invalidates
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
+
+
+def test_amp_autocast_matches_strict():
+    def f(a, b):
+        with torch.autocast(a.device.type if a.device.type != "tpu" else "tpu",
+                            dtype=torch.bfloat16):
+            c = a @ b
+            return c, torch.softmax(c.float(), -1)
+    a, b = torch.randn(8, 8), torch.randn(8, 8)
+    strict = _to(f(*_to((a, b), "tpu")), "cpu")
+    with torchtpu.fused_eager():
+        fused_out = _to(f(*_to((a, b), "tpu")), "cpu")
+    assert strict[0].dtype == fused_out[0].dtype == torch.bfloat16
+    assert_close(fused_out, strict, **FUSED_VS_STRICT)
+
+
+def test_random_ops_draw_strict_eagers_values():
+    def draw():
+        torch.manual_seed(123)
+        x = torch.randn(5, 7, device="tpu")
+        y = F.dropout(x, 0.5, training=True)
+        z = torch.rand(3, device="tpu") + torch.randint(0, 10, (3,), device="tpu")
+        return y.cpu(), z.cpu()
+    strict = draw()
+    with torchtpu.fused_eager():
+        fused_out = draw()
+    assert_close(fused_out, strict, rtol=0, atol=0)
+
+
+# ---- boundaries: from the op stream alone ----
+
+def test_materialization_sync_and_mark_step_cut(fused):
+    x = torch.randn(4, device="tpu")
+    torchtpu.mark_step()
+    before = _stats()
+    y = x + 1
+    y.item() if y.numel() == 1 else y.sum().item()
+    (y * 2).tolist()
+    torchtpu.mark_step()                   # nothing pending: no flush
+    z = y - 3
+    torchtpu.mark_step()
+    w = z * z
+    torch.tpu.synchronize()
+    d = _delta(before)
+    assert d["materialization"] == 2 and d["sync"] == 2 and d["programs"] == 4, d
+    assert_close(w.cpu(), ((x.cpu() + 1) - 3) ** 2)
+
+
+def test_unlowered_op_cuts_and_runs_on_the_cpu(fused):
+    a = torch.randn(5, 5)
+    x = a.to("tpu") * 2 + 1
+    before = _stats()
+    vals = torch.linalg.eigvals(x)  # no lowering: the CPU fallback
+    d = _delta(before)
+    assert d["unsupported_op"] == 1 and d["programs"] == 1, d
+    assert_close(vals.cpu(), torch.linalg.eigvals(a * 2 + 1))
+
+
+def test_data_dependent_shapes_match_cpu(fused):
+    a = torch.randn(6, 5)
+    x = a.to("tpu") + 0
+    assert_close(x[x > 0].cpu(), a[a > 0])
+    assert_close(torch.nonzero(x < 0).cpu(), torch.nonzero(a < 0))
+    assert_close(torch.unique((x * 2).round()).cpu(), torch.unique((a * 2).round()))
+
+
+def test_a_repeated_op_sequence_is_cut_per_iteration(fused):
+    # A loop that never reads a value: the detector cuts it into whole iterations from the op
+    # stream, and once learned, every further iteration is one program from the cache.
+    w = torch.randn(8, 8, device="tpu") * 0.1
+    x = torch.randn(4, 8, device="tpu")
+    torchtpu.mark_step()
+
+    def body(x):
+        h = torch.relu(x @ w)
+        h = h - h.mean(-1, keepdim=True)
+        h = h / (h.std(-1, keepdim=True) + 1e-5)
+        return torch.tanh(h @ w.t() + x)
+
+    before = _stats()
+    xs = x
+    for _ in range(12):
+        xs = body(xs)
+    ops_per_iteration = _delta(before)["ops"] // 12
+    torchtpu.mark_step()
+    before = _stats()
+    for _ in range(40):
+        xs = body(xs)
+    d = _delta(before)
+    assert d["loop"] >= 1 and d["size"] == 0, d
+    assert d["programs"] <= 40 and d["builds"] == 0, d  # iterations reuse the learned program
+    assert 64 <= d["ops"] // max(d["programs"], 1) <= 2 * 64 + 2 * ops_per_iteration, d
+    xc = x.cpu()
+    wc = w.cpu()
+    for _ in range(52):
+        h = torch.relu(xc @ wc)
+        h = h - h.mean(-1, keepdim=True)
+        h = h / (h.std(-1, keepdim=True) + 1e-5)
+        xc = torch.tanh(h @ wc.t() + xc)
+    assert_close(xs.cpu(), xc, rtol=1e-4, atol=1e-5)
+
+
+def test_changing_scalars_do_not_make_new_programs(fused):
+    x = torch.randn(32, device="tpu")
+    lr = 0.1
+    torchtpu.mark_step()
+    (x * 0.5 + 2).sum().item()
+    before = _stats()
+    for step in range(10):
+        lr = lr * 0.9
+        y = (x * lr + step).clamp(-step, step)
+        y.sum().item()
+    d = _delta(before)
+    assert d["programs"] == 10 and d["builds"] <= 1, d
+
+
+def _slow_step(device, delay, log):
+    torch.manual_seed(0)
+    w = torch.randn(8, 8, device=device)
+    x = torch.ones(4, 8, device=device)
+    for step in range(6):
+        for _ in range(3):
+            x = torch.tanh(x @ w)
+            if delay:
+                time.sleep(delay)  # a slow host (or device): must not move a cut
+        if step % 2 == 0:
+            x.sum().item()
+    torchtpu.mark_step(device)
+    log.append(x.cpu())
+
+
+def test_two_ranks_cut_identical_programs_when_one_is_slow(fused):
+    _C._fused_set_launch_log(True)
+    try:
+        results = []
+        threads = [threading.Thread(target=_slow_step, args=("tpu:0", 0.0, results)),
+                   threading.Thread(target=_slow_step, args=("tpu:1", 0.01, results))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        log = _C._fused_launch_log()
+    finally:
+        _C._fused_set_launch_log(False)
+    rank0 = [e.split(" ", 1)[1] for e in log if e.startswith("tpu:0 ")]
+    rank1 = [e.split(" ", 1)[1] for e in log if e.startswith("tpu:1 ")]
+    assert rank0 and rank0 == rank1, log
+    assert_close(results[0], results[1])
+
+
+# ---- errors at the user's line ----
+
+def test_out_of_range_index_names_the_op_and_the_users_line(fused):
+    x = torch.arange(5.0, device="tpu")
+    i = torch.tensor([1, 10], device="tpu")
+    y = x[i] * 2; line = _line()  # noqa: E702
+    with pytest.raises(IndexError, match="index 10 is out of bounds") as info:
+        y.cpu()
+    message = str(info.value)
+    assert f"test_fused_eager.py:{line}" in message, message
+    assert "index" in message
+    # The process (and the mode) stay usable.
+    assert_close((x + 1).cpu(), torch.arange(5.0) + 1)
+
+
+def _line():
+    import inspect
+    return inspect.currentframe().f_back.f_lineno
+
+
+def test_lowering_error_comes_at_the_call(fused):
+    x = torch.randn(3, 4, device="tpu")
+    with pytest.raises(RuntimeError):
+        torch.mm(x, x)  # shapes that do not multiply: the CPU's error, at this line
+    assert_close((x * 2).cpu(), x.cpu() * 2)
+
+
+# ---- no slowdown under churn ----
+
+def test_growing_length_falls_back_to_per_op_programs(fused, capfd):
+    # A decode loop: every step's region has the same ops at a new length. After
+    # TORCHTPU_FUSED_CHURN_LIMIT (2) fused programs of that skeleton, new lengths run op by op
+    # (strict eager's cached programs): builds per new length stay those of strict eager.
+    w = torch.randn(16, 16, device="tpu")
+
+    def step(seq):
+        q = seq @ w
+        att = torch.softmax(q @ seq.t() * 0.25, -1)
+        nxt = (att @ seq)[-1:] * 0.5 + 0.1
+        return torch.cat([seq, torch.tanh(nxt)], 0)
+
+    def run(n0, steps):
+        seq = torch.ones(n0, 16, device="tpu") * 0.1
+        for _ in range(steps):
+            seq = step(seq)
+            seq.sum().item()  # a generate() loop reads its stopping criterion every step
+        return seq
+
+    strict_before = _stats()
+    torchtpu.set_eager_mode("strict")
+    run(100, 8)
+    strict_builds = _delta(strict_before)["builds"]
+    torchtpu.set_eager_mode("fused")
+    before = _stats()
+    fused_seq = run(200, 8)
+    d = _delta(before)
+    assert d["churn_fallback"] >= 5 and d["replayed"] > 0, d
+    assert d["builds"] <= strict_builds + 4, (d, strict_builds)
+    assert "fused eager: a region of" in capfd.readouterr().err
+    torchtpu.set_eager_mode("strict")
+    assert_close(fused_seq.cpu(), run(200, 8).cpu(), **FUSED_VS_STRICT)
+
+
+def test_metrics_name_every_cause():
+    causes = torchtpu.metrics()["fused_flushes_by_cause"]
+    assert set(causes) == {"materialization", "unsupported_op", "collective", "sync", "size",
+                           "loop", "graph_or_access", "churn_fallback"}
+
+
+def test_size_limit_cuts(run_python):
+    out = run_python("""
+        import torch, torchtpu
+        torchtpu.set_eager_mode("fused")
+        x = torch.zeros(4, device="tpu")
+        for i in range(25):
+            x = x + 1
+        print(x.sum().item(), torchtpu.metrics()["fused_flushes_by_cause"]["size"])
+    """, TORCHTPU_FUSED_MAX_OPS="10")
+    total, sized = out.stdout.split()[-2:]
+    assert float(total) == 100.0 and int(sized) == 2, out.stdout
+
+
+def test_env_var_turns_fused_mode_on(run_python):
+    out = run_python("""
+        import torch, torchtpu
+        print(torchtpu.get_eager_mode())
+        x = torch.ones(3, device="tpu")
+        y = (x * 3 + 1).sum().item()
+        print(y, torchtpu.metrics()["fused_programs"])
+    """, TORCH_TPU_DEFER_AND_FUSE="1")
+    lines = out.stdout.split("\n")
+    assert lines[0] == "fused" and lines[1] == "12.0 1", out.stdout
+
+
+def test_compile_log_names_the_fused_programs_ops(run_python):
+    out = run_python("""
+        import torch, torchtpu
+        torchtpu.set_eager_mode("fused")
+        x = torch.ones(3, device="tpu")
+        print((torch.sin(x) * 3 + 1).sum().item())
+    """, TORCHTPU_LOG_COMPILES="1")
+    assert re.search(r"fused eager program of \d+ ops \[.*aten::sin", out.stderr), out.stderr
