@@ -17,6 +17,7 @@
 #include "exec/fused_region.h"
 #include "runtime/metrics.h"
 #include "runtime/program_cache.h"
+#include "runtime/runtime.h"
 
 namespace torchtpu::exec::fused {
 namespace {
@@ -368,7 +369,8 @@ void flush(int device, Cause cause) {
 
 Recorded record(const OpPlan& plan, const c10::OperatorHandle& op, torch::jit::Stack* stack,
                 std::string* reason) {
-  if (strict_here) return Recorded::kEager;
+  // TPU_LAUNCH_BLOCKING=1 asks for every error at its op: each op runs as strict eager's.
+  if (strict_here || runtime::launch_blocking()) return Recorded::kEager;
   const auto& schema = op.schema();
   const size_t first = stack->size() - schema.arguments().size();
   if (plan.called_name == "torchtpu::stablehlo_call") {

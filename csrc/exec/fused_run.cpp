@@ -387,9 +387,11 @@ std::shared_ptr<ProgramEntry> program_for(const Region& r, size_t begin, size_t 
                                                 num_outputs, std::string(), std::string());
     e->signature = sig;
     signatures().add(sig->op, sig);
+    runtime::metrics().cache_misses++;
     return e;
   };
   std::shared_ptr<ProgramEntry> e = programs().get_or_build(a.key, make, &hit);
+  if (hit) runtime::metrics().cache_hits++;
   if (e && hit && e->program->failed()) {
     // Its compile failed (the error went to the reads of its results): build it again.
     programs().erase(a.key, e);

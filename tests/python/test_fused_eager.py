@@ -463,3 +463,59 @@ def test_compile_log_names_the_fused_programs_ops(run_python):
         print((torch.sin(x) * 3 + 1).sum().item())
     """, TORCHTPU_LOG_COMPILES="1")
     assert re.search(r"fused eager program of \d+ ops \[.*aten::sin", out.stderr), out.stderr
+
+
+# ---- two torchrun-like processes: DDP in fused mode ----
+
+def _rank_fused_ddp():
+    """A rank's side: DDP training in fused mode (gradient all-reduces are collectives: cuts);
+    rank 1's host is slowed in every forward. Prints the fused programs it launched."""
+    import json
+    import os
+    import sys
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import test_distributed as td
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    rank, world = td._init()
+    dev = torch.device("tpu", torch.tpu.current_device())
+    torchtpu.set_eager_mode("fused")
+    _C._fused_set_launch_log(True)
+    model = DDP(td._mlp().to(dev))
+    if rank == 1:
+        model.register_forward_pre_hook(lambda *_: time.sleep(0.2))
+    steps = 3
+    losses = td._train(model, world, rank, steps, True, dev)
+    torchtpu.mark_step()
+    td._check_training(losses, list(model.module.parameters()), world, steps, "fused DDP")
+    log = [e.split(" ", 1)[1] for e in _C._fused_launch_log()]
+    causes = torchtpu.metrics()["fused_flushes_by_cause"]
+    print("LOG " + json.dumps(log), flush=True)
+    print("CAUSES " + json.dumps(causes), flush=True)
+    import torch.distributed as dist
+    dist.destroy_process_group()
+    print(f"rank {rank} ok", flush=True)
+
+
+def test_ddp_ranks_cut_identical_programs_when_one_is_slow(start_python, tmp_path):
+    import json
+    import os
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    code = (f"import sys; sys.path.insert(0, {here!r}); import test_fused_eager as t; "
+            f"t._rank_fused_ddp()")
+    procs = [start_python(code, timeout=300, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE="2",
+                          TORCHTPU_TEST_STORE=str(tmp_path / "store"),
+                          TORCHTPU_CPU_DEVICE_COUNT="1", GLOO_SOCKET_IFNAME="lo")
+             for r in range(2)]
+    results = [p.wait() for p in procs]
+    logs, causes = [], []
+    for r, res in enumerate(results):
+        assert f"rank {r} ok" in res.stdout, res.stdout + res.stderr
+        lines = {ln.split(" ", 1)[0]: ln.split(" ", 1)[1] for ln in res.stdout.splitlines()
+                 if ln.startswith(("LOG ", "CAUSES "))}
+        logs.append(json.loads(lines["LOG"]))
+        causes.append(json.loads(lines["CAUSES"]))
+    assert logs[0] and logs[0] == logs[1], logs
+    assert causes[0] == causes[1] and causes[0]["collective"] > 0, causes

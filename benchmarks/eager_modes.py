@@ -1,0 +1,193 @@
+"""Strict eager vs fused eager (issue 27) on a tiny Transformers LlamaForCausalLM (random weights,
+the config of compile_step.py): the full train step (forward, backward, AdamW), the same step with
+the model under torch.compile(backend="tpu") and the optimizer left eager (as most scripts do),
+and greedy generate() of new tokens with the dynamic cache. CPU eager runs each workload in the
+same process as the baseline.
+
+Modes are interleaved round by round (strict, fused, strict, fused...), each with its own model
+copy, so a busy host slows them alike; report the ratios. One JSON object per line, after a line
+naming the host and its load:
+
+  {"workload", "mode", "median_ms", "first_ms", "programs_per_step" (program executions per
+   steady step), "builds_per_step" (program-cache misses per steady step), "ratio_to_strict",
+   "ratio_to_cpu_eager", "max_abs_loss_diff_to_strict" | "tokens_equal_strict",
+   "builds_per_new_token"}
+
+    python benchmarks/eager_modes.py [--steps 6] [--rounds 3] [--tokens 32] [--workloads ...]
+"""
+
+import argparse
+import json
+import os
+import statistics
+import time
+
+import torch
+
+import torchtpu
+
+WORKLOADS = ("train", "train-compiled-model", "generate")
+
+
+def build(device, seed=0):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, vocab_size=256,
+                      max_position_embeddings=128)
+    model = LlamaForCausalLM(cfg).to(device)
+    ids = torch.randint(0, 256, (4, 32), generator=torch.Generator().manual_seed(1)).to(device)
+    return model, ids
+
+
+def sync(device):
+    if device == "tpu":
+        torch.tpu.synchronize()
+
+
+def counters():
+    m = torchtpu.metrics()
+    return m["executions"], m["cache_misses"]
+
+
+class Contender:
+    """One mode's model, optimizer and step; runs `n` steps in its eager mode."""
+
+    def __init__(self, workload, mode, device):
+        self.workload, self.mode, self.device = workload, mode, device
+        self.model, self.ids = build(device)
+        self.losses, self.times, self.first = [], [], None
+        self.programs, self.builds, self.steps = 0, 0, 0
+        if workload.startswith("train"):
+            lr = torch.tensor(1e-3, device=device) if device != "cpu" else 1e-3
+            self.opt = torch.optim.AdamW(self.model.parameters(), lr=lr, foreach=True,
+                                         capturable=device != "cpu")
+            self.forward = self.model
+            if workload == "train-compiled-model" and device == "tpu":
+                self.forward = torch.compile(self.model, backend="tpu")
+
+    def step(self):
+        self.opt.zero_grad(set_to_none=False)
+        loss = self.forward(self.ids, labels=self.ids).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        self.opt.step()
+        return loss.detach()
+
+    def run(self, n):
+        torchtpu.set_eager_mode(self.mode if self.device == "tpu" else "strict")
+        try:
+            for _ in range(n):
+                e0, b0 = counters()
+                start = time.perf_counter()
+                loss = self.step()
+                sync(self.device)
+                ms = (time.perf_counter() - start) * 1e3
+                e1, b1 = counters()
+                self.losses.append(loss)
+                if self.first is None:
+                    self.first = ms
+                    continue
+                self.times.append(ms)
+                if self.device == "tpu":
+                    self.programs += e1 - e0
+                    self.builds += b1 - b0
+                self.steps += 1
+        finally:
+            torchtpu.set_eager_mode("strict")
+
+
+def bench_train(workload, args, load):
+    modes = [("strict", "tpu"), ("fused", "tpu"), ("cpu-eager", "cpu")]
+    cs = {m: Contender(workload, m, d) for m, d in modes}
+    for _ in range(args.rounds):
+        for m, _d in modes:
+            cs[m].run(args.steps)
+    strict = cs["strict"]
+    strict_losses = torch.stack(strict.losses).cpu()
+    cpu_ms = statistics.median(cs["cpu-eager"].times)
+    out = []
+    for m, _d in modes:
+        c = cs[m]
+        med = statistics.median(c.times)
+        row = {"workload": workload, "mode": m, "median_ms": round(med, 2),
+               "first_ms": round(c.first, 1), "steps": len(c.losses),
+               "ratio_to_strict": round(med / statistics.median(strict.times), 3),
+               "ratio_to_cpu_eager": round(med / cpu_ms, 3),
+               "max_abs_loss_diff_to_strict":
+                   float((torch.stack(c.losses).cpu().float() - strict_losses).abs().max()),
+               "load": load}
+        if c.device == "tpu":
+            row["programs_per_step"] = round(c.programs / c.steps, 2)
+            row["builds_per_step"] = round(c.builds / c.steps, 2)
+        out.append(row)
+    return out
+
+
+def bench_generate(args, load):
+    rows, tokens, times = [], {}, {"strict": [], "fused": [], "cpu-eager": []}
+    models = {"strict": build("tpu"), "fused": build("tpu"), "cpu-eager": build("cpu")}
+    prompt = models["cpu-eager"][1][:1, :8]
+    builds = {"strict": 0, "fused": 0}
+    programs = {"strict": 0, "fused": 0}
+    for _ in range(args.rounds):
+        for mode, (model, _ids) in models.items():
+            device = "cpu" if mode == "cpu-eager" else "tpu"
+            torchtpu.set_eager_mode("fused" if mode == "fused" else "strict")
+            try:
+                e0, b0 = counters()
+                start = time.perf_counter()
+                with torch.no_grad():
+                    out = model.generate(prompt.to(device), max_new_tokens=args.tokens,
+                                         min_new_tokens=args.tokens, do_sample=False,
+                                         pad_token_id=0)
+                sync(device)
+                times[mode].append((time.perf_counter() - start) * 1e3)
+                e1, b1 = counters()
+            finally:
+                torchtpu.set_eager_mode("strict")
+            tokens[mode] = out.cpu()
+            if device == "tpu":
+                # The first round compiles; the later ones show the steady state.
+                builds[mode] = b1 - b0
+                programs[mode] = e1 - e0
+    for mode in times:
+        med = statistics.median(times[mode][1:] or times[mode])
+        row = {"workload": f"generate-{args.tokens}-tokens", "mode": mode,
+               "median_ms": round(med, 1), "first_ms": round(times[mode][0], 1),
+               "ratio_to_strict": round(med / statistics.median(times["strict"][1:]
+                                                                or times["strict"]), 3),
+               "ratio_to_cpu_eager": round(med / statistics.median(times["cpu-eager"][1:]
+                                                                   or times["cpu-eager"]), 3),
+               "tokens_equal_strict": bool(torch.equal(tokens[mode], tokens["strict"])),
+               "load": load}
+        if mode != "cpu-eager":
+            row["programs_per_token"] = round(programs[mode] / args.tokens, 2)
+            row["builds_per_new_token_last_round"] = round(builds[mode] / args.tokens, 3)
+        rows.append(row)
+    m = torchtpu.metrics()
+    rows.append({"workload": f"generate-{args.tokens}-tokens", "mode": "fused",
+                 "fused_flushes_by_cause": m["fused_flushes_by_cause"],
+                 "fused_ops_replayed": m["fused_ops_replayed"]})
+    return rows
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--steps", type=int, default=6)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--tokens", type=int, default=32)
+    p.add_argument("--workloads", nargs="*", default=list(WORKLOADS), choices=WORKLOADS)
+    args = p.parse_args()
+    load = os.getloadavg()[0]
+    print(json.dumps({"host": os.uname().nodename, "cpus": os.cpu_count(),
+                      "load_1min": load, "torch": torch.__version__}), flush=True)
+    for w in args.workloads:
+        rows = bench_generate(args, load) if w == "generate" else bench_train(w, args, load)
+        for r in rows:
+            print(json.dumps(r), flush=True)
+
+
+if __name__ == "__main__":
+    main()
