@@ -519,3 +519,27 @@ def test_ddp_ranks_cut_identical_programs_when_one_is_slow(start_python, tmp_pat
         causes.append(json.loads(lines["CAUSES"]))
     assert logs[0] and logs[0] == logs[1], logs
     assert causes[0] == causes[1] and causes[0]["collective"] > 0, causes
+
+
+# ---- existing op tests, run in fused mode ----
+
+# Op test files whose every test holds in fused mode too (views, in-place, index checks, AMP,
+# autograd, a CNN's training vs the CPU). test_random.py and test_optim.py pass as well except
+# where a test counts strict eager's programs per step (test_optim's fused-optimizer counts); run
+# them by hand: TORCH_TPU_DEFER_AND_FUSE=1 pytest tests/python/test_random.py ...
+FUSED_SUBSET = ("test_views.py", "test_index_checks.py", "test_amp.py", "test_autograd.py",
+                "test_cnn_training.py")
+
+
+def test_existing_op_tests_pass_in_fused_mode(run_python):
+    import os
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    files = [os.path.join(here, f) for f in FUSED_SUBSET]
+    out = run_python(f"""
+        import sys, pytest, torchtpu
+        assert torchtpu.get_eager_mode() == "fused"
+        sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", *{files!r}]))
+    """, check=False, timeout=900, TORCH_TPU_DEFER_AND_FUSE="1")
+    assert out.returncode == 0, out.stdout[-6000:] + out.stderr[-3000:]
+    assert re.search(r"\d+ passed", out.stdout) and " failed" not in out.stdout, out.stdout[-2000:]
