@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 import env_table  # noqa: E402
 
-OURS = r"(?:TORCHTPU|TPU)_[A-Z0-9_]+"
+OURS = r"(?:TORCHTPU|TPU|TORCH_TPU)_[A-Z0-9_]+"  # TORCH_TPU_DEFER_AND_FUSE: TorchTPU's own name
 # A read of one of our variables by name, in C++ (config::flag("X", ...), std::getenv("X")) or
 # Python (_config.flag("X", ...), os.environ.get("X"), os.getenv("X"), os.environ["X"]).
 READ = re.compile(r"""(?:getenv|environ\.get|environ\[|config::\w+|_config\.\w+)\(?\s*["']("""
