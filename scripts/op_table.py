@@ -17,6 +17,8 @@ FACTS = {
                   "mode handles the op otherwise",
     "overwrites_self": "replaces its first argument without reading it (copy_ of a mutated "
                        "graph input)",
+    "collective": "a collective over the process group its group_name names, run by XLA inside "
+                  "the program (one replica per rank's device)",
 }
 
 

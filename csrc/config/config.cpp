@@ -29,6 +29,9 @@ const std::vector<Variable>& variables() {
       {"TORCHTPU_CACHE", "1", "0: no on-disk compilation cache"},
       {"TORCHTPU_CACHE_DIR", "~/.cache/torchtpu", "folder of the on-disk compilation cache"},
       {"TORCHTPU_CACHE_MAX_BYTES", "2G", "size bound of the on-disk cache (bytes, or K/M/G)"},
+      {"TORCHTPU_COLLECTIVES", "auto",
+       "host: collectives of tpu tensors stage through host memory and gloo (auto: inside XLA "
+       "programs where the ranks' devices are one PJRT world)"},
       {"TORCHTPU_ROUTE_INDUCTOR", "1", "0: torch.compile's Inductor handles tpu graphs itself"},
       {"TORCHTPU_PATCH_SAFETENSORS", "1",
        "0: safetensors' safe_open/load_file keep their own device check (no tpu)"},

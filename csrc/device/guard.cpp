@@ -51,12 +51,17 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   }
   void setDevice(c10::Device d) const override {
     TORCH_CHECK(d.type() == c10::DeviceType::PrivateUse1, "expected a tpu device, got ", d);
+    // "tpu" without an index means the current device, as getDevice() says (FakeTensorMode's
+    // factory dispatch sets it): it must not move a thread off its device to tpu:0 (thread
+    // ranks, each on its own device, saw their fake tensors made on tpu:0).
+    if (!d.has_index()) return;
     note_selecting_thread();
-    set_current_device(d.has_index() ? d.index() : 0);
+    set_current_device(d.index());
   }
   void uncheckedSetDevice(c10::Device d) const noexcept override {
+    if (!d.has_index()) return;
     note_selecting_thread();
-    tls_current_device = d.has_index() ? d.index() : 0;
+    tls_current_device = d.index();
   }
   // Every stream of a device is the device's single in-order PJRT queue; stream ids only give
   // streams an identity (so set_stream/current_stream round-trip), they order nothing extra.

@@ -8,12 +8,35 @@
 namespace torchtpu::distributed {
 
 void bind(pybind11::module& m) {
+  // With `store`, the ranks pick the group's transport together (select_transport): every rank of
+  // the group must call this at once, as torch calls a backend's creator.
   m.def(
       "_tpu_backend",
-      [](const c10::intrusive_ptr<c10d::Backend>& host, int rank, int size) {
-        return c10::intrusive_ptr<c10d::Backend>(c10::make_intrusive<TpuBackend>(host, rank, size));
+      [](const c10::intrusive_ptr<c10d::Backend>& host, int rank, int size,
+         const c10::intrusive_ptr<c10d::Store>& store, const std::string& group_name,
+         std::vector<int64_t> global_ranks, int64_t timeout_ms) {
+        std::unique_ptr<XlaTransport> xla;
+        std::string why = "no store to choose a transport with";
+        if (store) {
+          pybind11::gil_scoped_release no_gil;
+          xla = select_transport(store, rank, size, group_name, std::move(global_ranks),
+                                 std::chrono::milliseconds(timeout_ms), &why);
+        }
+        return c10::intrusive_ptr<c10d::Backend>(
+            c10::make_intrusive<TpuBackend>(host, rank, size, std::move(xla), why));
       },
-      pybind11::arg("host_backend"), pybind11::arg("rank"), pybind11::arg("size"));
+      pybind11::arg("host_backend"), pybind11::arg("rank"), pybind11::arg("size"),
+      pybind11::arg("store") = c10::intrusive_ptr<c10d::Store>(),
+      pybind11::arg("group_name") = "", pybind11::arg("global_ranks") = std::vector<int64_t>{},
+      pybind11::arg("timeout_ms") = int64_t{30 * 60 * 1000});
+  // ("xla" | "gloo", why) of a tpu backend.
+  m.def("_tpu_backend_transport", [](const c10::intrusive_ptr<c10d::Backend>& backend) {
+    auto* tpu = dynamic_cast<TpuBackend*>(backend.get());
+    TORCH_CHECK(tpu != nullptr, "not a tpu backend: ", backend->getBackendName());
+    std::string detail = tpu->transport_reason();
+    if (const XlaTransport* x = tpu->xla_transport()) detail = x->describe() + ": " + detail;
+    return std::make_pair(tpu->transport(), detail);
+  });
   // Where the staged collectives of a tpu backend spent their time so far (benchmarks).
   m.def("_tpu_backend_staging_stats", [](const c10::intrusive_ptr<c10d::Backend>& backend) {
     auto* tpu = dynamic_cast<TpuBackend*>(backend.get());

@@ -4,8 +4,10 @@
 
 #include <chrono>
 
+#include "distributed/xla_work.h"
 #include "exec/fused_eager.h"
 #include "exec/host_transfer.h"
+#include "runtime/metrics.h"
 
 namespace torchtpu::distributed {
 namespace {
@@ -50,6 +52,16 @@ bool on_host(const char* op, const std::vector<at::Tensor>& a,
   return host;
 }
 
+// Whether all of `a` and `b` hold one number of elements (all_to_all's in-program form).
+bool same_numel(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
+  for (const auto* list : {&a, &b}) {
+    for (const at::Tensor& t : *list) {
+      if (t.numel() != a.at(0).numel()) return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 // The host side of one collective: host copies of its tpu tensors and what to copy back.
@@ -68,6 +80,7 @@ class TpuBackend::Staging {
                              std::chrono::steady_clock::now() - start)
                              .count();
     stats_.to_host_bytes += static_cast<int64_t>(h.nbytes());
+    runtime::metrics().collective_host_bytes += static_cast<int64_t>(h.nbytes());
     return h;
   }
   // An uninitialized host tensor shaped like `t`, copied into `t` when the host work is done.
@@ -133,8 +146,12 @@ class TpuBackend::Staging {
   }
 };
 
-TpuBackend::TpuBackend(c10::intrusive_ptr<c10d::Backend> host, int rank, int size)
-    : c10d::Backend(rank, size), host_(std::move(host)) {
+TpuBackend::TpuBackend(c10::intrusive_ptr<c10d::Backend> host, int rank, int size,
+                       std::unique_ptr<XlaTransport> xla, std::string transport_reason)
+    : c10d::Backend(rank, size),
+      host_(std::move(host)),
+      xla_(std::move(xla)),
+      transport_reason_(std::move(transport_reason)) {
   TORCH_CHECK(host_, "the tpu backend needs a host backend");
   TORCH_CHECK(host_->getRank() == rank && host_->getSize() == size,
               "the tpu backend's host backend has rank/size ", host_->getRank(), "/",
@@ -167,11 +184,19 @@ void TpuBackend::startCoalescing() {
               "tpu backend: startCoalescing called twice without endCoalescing in between");
   coalescing_ = true;
   coalesced_.clear();
+  if (xla_) xla_->start_coalescing();
 }
 
 c10::intrusive_ptr<c10d::Work> TpuBackend::endCoalescing() {
   TORCH_CHECK(coalescing_, "tpu backend: endCoalescing called without startCoalescing");
   coalescing_ = false;
+  if (xla_) {
+    // The batch's collectives ran as they were called; its sends and receives run now.
+    std::vector<c10::intrusive_ptr<c10d::Work>> parts = std::move(coalesced_);
+    coalesced_.clear();
+    for (auto& w : xla_->end_coalescing()) parts.push_back(std::move(w));
+    return c10::make_intrusive<CoalescedWork>(getRank(), std::move(parts));
+  }
   // The completion queue runs in issue order, so when it reaches this entry every staged member
   // has completed (waiting on it only collects its error); host-only members are waited for.
   PendingCollective pending;
@@ -194,6 +219,9 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::endCoalescing() {
 c10::intrusive_ptr<c10d::Work> TpuBackend::broadcast(std::vector<at::Tensor>& tensors,
                                                      const c10d::BroadcastOptions& opts) {
   if (on_host("broadcast", {&tensors})) return track(host_->broadcast(tensors, opts));
+  if (in_program(tensors, c10d::OpType::BROADCAST)) {
+    return track(xla_->broadcast(tensors, static_cast<int>(opts.rootRank)));
+  }
   Staging s(host_pool_, stats_);
   // The root only sends: nothing to copy back; the others only receive.
   auto host = opts.rootRank == getRank() ? s.inputs(tensors) : s.outputs(tensors);
@@ -204,6 +232,9 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::broadcast(std::vector<at::Tensor>& te
 c10::intrusive_ptr<c10d::Work> TpuBackend::allreduce(std::vector<at::Tensor>& tensors,
                                                      const c10d::AllreduceOptions& opts) {
   if (on_host("allreduce", {&tensors})) return track(host_->allreduce(tensors, opts));
+  if (in_program(tensors, c10d::OpType::ALLREDUCE)) {
+    return track(xla_->allreduce(tensors, opts.reduceOp));
+  }
   Staging s(host_pool_, stats_);
   auto host = s.inouts(tensors);
   c10d::AllreduceOptions host_opts = opts;
@@ -217,6 +248,9 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::allreduce_coalesced(
   if (on_host("allreduce_coalesced", {&tensors})) {
     return track(host_->allreduce_coalesced(tensors, opts));
   }
+  if (in_program(tensors, c10d::OpType::ALLREDUCE_COALESCED)) {
+    return track(xla_->allreduce(tensors, opts.reduceOp));
+  }
   Staging s(host_pool_, stats_);
   auto host = s.inouts(tensors);
   c10d::AllreduceCoalescedOptions host_opts = opts;
@@ -228,6 +262,9 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::allreduce_coalesced(
 c10::intrusive_ptr<c10d::Work> TpuBackend::reduce(std::vector<at::Tensor>& tensors,
                                                   const c10d::ReduceOptions& opts) {
   if (on_host("reduce", {&tensors})) return track(host_->reduce(tensors, opts));
+  if (in_program(tensors, c10d::OpType::REDUCE) && opts.reduceOp != c10d::ReduceOp::PREMUL_SUM) {
+    return track(xla_->reduce(tensors, opts.reduceOp, static_cast<int>(opts.rootRank)));
+  }
   Staging s(host_pool_, stats_);
   // Only the root's tensor receives the result; the others' stay as they were.
   bool root = opts.rootRank == getRank();
@@ -243,6 +280,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::allgather(std::vector<std::vector<at:
                                                      std::vector<at::Tensor>& inputs,
                                                      const c10d::AllgatherOptions& opts) {
   if (on_host("allgather", inputs, outputs)) return track(host_->allgather(outputs, inputs, opts));
+  if (in_program(inputs, c10d::OpType::ALLGATHER)) return track(xla_->allgather(outputs, inputs));
   Staging s(host_pool_, stats_);
   auto host_in = s.inputs(inputs);
   std::vector<std::vector<at::Tensor>> host_out;
@@ -263,6 +301,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::_allgather_base(at::Tensor& output, a
               "all_gather_into_tensor on the tpu backend: the output has ", output.numel(),
               " elements, expected the input's ", input.numel(), " times the group size ",
               getSize());
+  if (in_program(in, c10d::OpType::_ALLGATHER_BASE)) return track(xla_->allgather_into(out, in));
   Staging s(host_pool_, stats_);
   at::Tensor host_in = s.input(input);
   at::Tensor host_out = s.output(output);
@@ -275,6 +314,9 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::allgather_coalesced(
     const c10d::AllgatherOptions& opts) {
   if (on_host("allgather_coalesced", inputs, outputs)) {
     return track(host_->allgather_coalesced(outputs, inputs, opts));
+  }
+  if (in_program(inputs, c10d::OpType::ALLGATHER_COALESCED)) {
+    return track(xla_->allgather(outputs, inputs));
   }
   Staging s(host_pool_, stats_);
   auto host_in = s.inputs(inputs);
@@ -292,6 +334,9 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::allgather_into_tensor_coalesced(
   if (on_host("allgather_into_tensor_coalesced", {&inputs, &outputs})) {
     return track(host_->allgather_into_tensor_coalesced(outputs, inputs, opts));
   }
+  if (in_program(inputs, c10d::OpType::COALESCED)) {
+    return track(xla_->allgather_into(outputs, inputs));
+  }
   Staging s(host_pool_, stats_);
   auto host_in = s.inputs(inputs);
   auto host_out = s.outputs(outputs);
@@ -303,6 +348,9 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::gather(std::vector<std::vector<at::Te
                                                   std::vector<at::Tensor>& inputs,
                                                   const c10d::GatherOptions& opts) {
   if (on_host("gather", inputs, outputs)) return track(host_->gather(outputs, inputs, opts));
+  if (in_program(inputs, c10d::OpType::GATHER)) {
+    return track(xla_->gather(outputs, inputs, static_cast<int>(opts.rootRank)));
+  }
   Staging s(host_pool_, stats_);
   auto host_in = s.inputs(inputs);
   std::vector<std::vector<at::Tensor>> host_out;
@@ -317,6 +365,9 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::scatter(std::vector<at::Tensor>& outp
                                                    std::vector<std::vector<at::Tensor>>& inputs,
                                                    const c10d::ScatterOptions& opts) {
   if (on_host("scatter", outputs, inputs)) return track(host_->scatter(outputs, inputs, opts));
+  if (in_program(outputs, c10d::OpType::SCATTER)) {
+    return track(xla_->scatter(outputs, inputs, static_cast<int>(opts.rootRank)));
+  }
   Staging s(host_pool_, stats_);
   auto host_out = s.outputs(outputs);
   std::vector<std::vector<at::Tensor>> host_in;
@@ -330,6 +381,10 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::reduce_scatter(
     const c10d::ReduceScatterOptions& opts) {
   if (on_host("reduce_scatter", outputs, inputs)) {
     return track(host_->reduce_scatter(outputs, inputs, opts));
+  }
+  if (in_program(outputs, c10d::OpType::REDUCE_SCATTER) &&
+      opts.reduceOp != c10d::ReduceOp::PREMUL_SUM) {
+    return track(xla_->reduce_scatter(outputs, inputs, opts.reduceOp));
   }
   Staging s(host_pool_, stats_);
   auto host_out = s.outputs(outputs);
@@ -355,6 +410,9 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::_reduce_scatter_base(
               "reduce_scatter_tensor on the tpu backend: the input has ", input.numel(),
               " elements, expected the output's ", output.numel(), " times the group size ",
               getSize());
+  if (in_program(in, c10d::OpType::_REDUCE_SCATTER_BASE)) {
+    return track(xla_->reduce_scatter_from(out, in, opts.reduceOp));
+  }
   Staging s(host_pool_, stats_);
   at::Tensor host_in = s.input(input);
   at::Tensor host_out = s.output(output);
@@ -369,6 +427,9 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::reduce_scatter_tensor_coalesced(
     const c10d::ReduceScatterOptions& opts) {
   if (on_host("reduce_scatter_tensor_coalesced", {&inputs, &outputs})) {
     return track(host_->reduce_scatter_tensor_coalesced(outputs, inputs, opts));
+  }
+  if (in_program(inputs, c10d::OpType::COALESCED)) {
+    return track(xla_->reduce_scatter_from(outputs, inputs, opts.reduceOp));
   }
   Staging s(host_pool_, stats_);
   auto host_in = s.inputs(inputs);
@@ -388,6 +449,10 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::alltoall_base(at::Tensor& output, at:
   if (on_host("all_to_all_single", {&in, &out})) {
     return track(host_->alltoall_base(output, input, output_split_sizes, input_split_sizes, opts));
   }
+  if (in_program(in, c10d::OpType::ALLTOALL_BASE) &&
+      (xla_->layout().in_process || (output_split_sizes.empty() && input_split_sizes.empty()))) {
+    return track(xla_->alltoall_single(output, input, output_split_sizes, input_split_sizes));
+  }
   Staging s(host_pool_, stats_);
   at::Tensor host_in = s.input(input);
   at::Tensor host_out = s.output(output);
@@ -401,6 +466,9 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::alltoall(std::vector<at::Tensor>& out
                                                     const c10d::AllToAllOptions& opts) {
   if (on_host("all_to_all", {&inputs, &outputs}))
     return track(host_->alltoall(outputs, inputs, opts));
+  if (in_program(inputs, c10d::OpType::ALLTOALL) && same_numel(inputs, outputs)) {
+    return track(xla_->alltoall(outputs, inputs));
+  }
   Staging s(host_pool_, stats_);
   auto host_in = s.inputs(inputs);
   auto host_out = s.outputs(outputs);
@@ -411,6 +479,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::alltoall(std::vector<at::Tensor>& out
 c10::intrusive_ptr<c10d::Work> TpuBackend::send(std::vector<at::Tensor>& tensors, int dst_rank,
                                                 int tag) {
   if (on_host("send", {&tensors})) return track(host_->send(tensors, dst_rank, tag));
+  if (in_program(tensors, c10d::OpType::SEND)) return track(xla_->send(tensors, dst_rank));
   Staging s(host_pool_, stats_);
   auto host = s.inputs(tensors);
   s.pending.host_work.push_back(host_->send(host, dst_rank, tag));
@@ -420,6 +489,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::send(std::vector<at::Tensor>& tensors
 c10::intrusive_ptr<c10d::Work> TpuBackend::recv(std::vector<at::Tensor>& tensors, int src_rank,
                                                 int tag) {
   if (on_host("recv", {&tensors})) return track(host_->recv(tensors, src_rank, tag));
+  if (in_program(tensors, c10d::OpType::RECV)) return track(xla_->recv(tensors, src_rank));
   Staging s(host_pool_, stats_);
   auto host = s.outputs(tensors);
   s.pending.host_work.push_back(host_->recv(host, src_rank, tag));
@@ -427,6 +497,10 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::recv(std::vector<at::Tensor>& tensors
 }
 
 c10::intrusive_ptr<c10d::Work> TpuBackend::barrier(const c10d::BarrierOptions& opts) {
+  if (xla_) {
+    completions_.drain();  // the collectives it staged (gather, scatter) too
+    return track(xla_->barrier());
+  }
   // Like NCCL's barrier, a barrier also waits for this rank's device work (a rank timing a step
   // or writing a checkpoint after a barrier expects its own work done), and for the copies back
   // of earlier collectives.

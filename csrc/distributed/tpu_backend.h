@@ -1,15 +1,19 @@
 // The c10d backend of the tpu device ("tpu", also registered as "tpu_dist").
 //
-// Transport today: host staging. A collective copies its tpu inputs to host memory (waiting for
-// the device work that produced them), runs the same collective on the host copies with a host
-// c10d backend built over the same store (torch's ProcessGroupGloo, created in Python), and
-// hands the results to the tpu tensors before its Work completes (staged_work.h). A result takes
-// its host buffer over (PJRT kMutableZeroCopy: on XLA:CPU no copy and no fresh allocation, whose
-// page faults cost as much as gloo's own time at 16 MiB); the buffer returns to the pool when
-// PJRT reports the device buffer freed. What is left is one device->host copy per input.
-// The host backend is the seam for other host transports; collectives lowered into XLA programs
-// (stablehlo.all_reduce over the PJRT client's devices) would be a second path in this class,
-// chosen per call where the plugin supports it.
+// Two transports, chosen per group when it is created (select_transport, xla_transport.h):
+// - in programs: when every rank's device belongs to one PJRT world (today: thread ranks, each
+//   on its own device of this process's client), each collective is one XLA program with the
+//   collective inside, launched by every rank on its device (xla_transport.h). Nothing crosses
+//   host memory.
+// - host staging (every other group, and what the in-program transport does not cover: gather,
+//   scatter, complex broadcast/reduce): a collective copies its tpu inputs to host memory
+//   (waiting for the device work that produced them), runs the same collective on the host
+//   copies with a host c10d backend built over the same store (torch's ProcessGroupGloo, created
+//   in Python), and hands the results to the tpu tensors before its Work completes
+//   (staged_work.h). A result takes its host buffer over (PJRT kMutableZeroCopy: on XLA:CPU no
+//   copy and no fresh allocation, whose page faults cost as much as gloo's own time at 16 MiB);
+//   the buffer returns to the pool when PJRT reports the device buffer freed. What is left is
+//   one device->host copy per input.
 //
 // CPU tensors given to this backend (object collectives, barriers, "cpu" in the device map) go
 // straight to the host backend.
@@ -19,17 +23,24 @@
 
 #include "distributed/host_pool.h"
 #include "distributed/staged_work.h"
+#include "distributed/xla_transport.h"
 
 namespace torchtpu::distributed {
 
 class TpuBackend final : public c10d::Backend {
  public:
-  TpuBackend(c10::intrusive_ptr<c10d::Backend> host, int rank, int size);
+  // `xla`: the in-program transport, or null (then `transport_reason` says why not).
+  TpuBackend(c10::intrusive_ptr<c10d::Backend> host, int rank, int size,
+             std::unique_ptr<XlaTransport> xla = nullptr, std::string transport_reason = "");
   ~TpuBackend() override;
 
   const std::string getBackendName() const override { return "tpu"; }
   c10::intrusive_ptr<c10d::Backend> host_backend() const { return host_; }
   const StagingStats& staging_stats() const { return stats_; }
+  // "xla" or "gloo", and why.
+  std::string transport() const { return xla_ ? "xla" : "gloo"; }
+  const std::string& transport_reason() const { return transport_reason_; }
+  const XlaTransport* xla_transport() const { return xla_.get(); }
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override;
@@ -102,7 +113,18 @@ class TpuBackend final : public c10d::Backend {
   // Returns `work`, and keeps it for endCoalescing while coalescing.
   c10::intrusive_ptr<c10d::Work> track(c10::intrusive_ptr<c10d::Work> work);
 
+  // Whether the in-program transport runs this collective of `tensors` (their dtypes).
+  bool in_program(const std::vector<at::Tensor>& tensors, c10d::OpType op) const {
+    if (!xla_) return false;
+    for (const at::Tensor& t : tensors) {
+      if (!xla_->supports(t.scalar_type(), op)) return false;
+    }
+    return true;
+  }
+
   c10::intrusive_ptr<c10d::Backend> host_;
+  std::unique_ptr<XlaTransport> xla_;
+  std::string transport_reason_;
   // Collectives are issued from one thread per group (as for NCCL), so no lock.
   bool coalescing_ = false;
   std::vector<c10::intrusive_ptr<c10d::Work>> coalesced_;

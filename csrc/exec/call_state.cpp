@@ -485,7 +485,7 @@ device::BufferPtr scalar_buffer(const Param& p, int device) {
 std::vector<device::BufferPtr> launch_program(const runtime::Program& program,
                                               const std::vector<int>& used_params, CallState& state,
                                               const torch::jit::Stack& stack, uint64_t rng_numel,
-                                              int dev) {
+                                              int dev, int launch_id) {
   runtime::Runtime& rt = runtime::get();
   const pjrt::Device& device = rt.device(dev);
   // Straight to PJRT when the program is compiled, no launch waits in the device's queue and no
@@ -543,11 +543,11 @@ std::vector<device::BufferPtr> launch_program(const runtime::Program& program,
     std::vector<device::BufferPtr> args;
     args.reserve(bufs.size());
     for (const device::BufferPtr* b : bufs) args.push_back(*b);
-    return runtime::enqueue_launch(program.shared_from_this(), std::move(args), dev);
+    return runtime::enqueue_launch(program.shared_from_this(), std::move(args), dev, launch_id);
   }
   c10::SmallVector<PJRT_Buffer*, 8> args;
   for (const device::BufferPtr* b : bufs) args.push_back((*b)->raw());
-  pjrt::ExecuteResult result = program.execute(args.data(), args.size(), device);
+  pjrt::ExecuteResult result = program.execute(args.data(), args.size(), device, launch_id);
   runtime::metrics().executions++;
   if (runtime::launch_blocking()) {
     runtime::metrics().host_syncs++;

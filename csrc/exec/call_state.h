@@ -118,10 +118,11 @@ class Scanner {
 };
 
 // Uploads runtime scalars and generator states (index -1: the device's default generator),
-// launches `program` on device `dev`, and returns its output buffers.
+// launches `program` on device `dev`, and returns its output buffers. `launch_id`: one replica of
+// a program with collectives (runtime::Program::execute).
 std::vector<device::BufferPtr> launch_program(const runtime::Program& program,
                                               const std::vector<int>& used_params, CallState& state,
                                               const torch::jit::Stack& stack, uint64_t rng_numel,
-                                              int dev);
+                                              int dev, int launch_id = 0);
 
 }  // namespace torchtpu::exec

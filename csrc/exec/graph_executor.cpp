@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "config/config.h"
+#include "device/current_device.h"
 #include "exec/call_state.h"
 #include "exec/op_plan.h"
 #include "exec/program.h"
@@ -99,6 +100,7 @@ int GraphExecutable::add_node(const std::string& op, const std::string& overload
   node.args = std::move(args);
   node.out_types = std::move(out_types);
   check_complex_support(node, spec_.nodes, nullptr);
+  collectives_ = collectives_ || (node.descriptor && node.descriptor->collective());
   spec_.nodes.push_back(std::move(node));
   return static_cast<int>(spec_.nodes.size()) - 1;
 }
@@ -132,8 +134,11 @@ std::shared_ptr<GraphExecutable::Entry> GraphExecutable::build(
   }
   auto sig = std::make_shared<runtime::Signature>(graph_signature(structure, name_, state, inputs));
   // Recorded by an earlier process (or another graph of this one with the same structure): the
-  // executable by its signature, without lowering, printing or hashing the module.
-  const std::string recipe = exec::recipe_key("graph|" + structure, state.key);
+  // executable by its signature, without lowering, printing or hashing the module. Not for a
+  // graph with collectives, whose program depends on its process groups, which another process
+  // names alike for other ranks and devices.
+  const std::string recipe =
+      collectives_ ? std::string() : exec::recipe_key("graph|" + structure, state.key);
   auto entry = std::make_shared<Entry>();
   if (!recipe.empty() &&
       exec::load_entry(recipe, sig->describe(), *entry, state.params.size(), inputs.size()) &&
@@ -151,7 +156,8 @@ std::shared_ptr<GraphExecutable::Entry> GraphExecutable::build(
   std::string text = exec::build(spec_, state, *entry);
   std::string why = graph_signatures().explain_miss(family_of(name_), *sig);
   auto start = std::chrono::steady_clock::now();
-  entry->program = runtime::compile_program(text, sig->describe(), why);
+  entry->program =
+      runtime::compile_program(text, sig->describe(), why, exec::compile_options_of(*entry));
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!recipe.empty()) {
     runtime::RecipeWriter w;
@@ -168,8 +174,9 @@ std::shared_ptr<GraphExecutable::Entry> GraphExecutable::build(
 
 namespace {
 
-void scan_inputs(const std::string& name, int num_inputs, const std::vector<at::Tensor>& inputs,
-                 CallState& state) {
+// The call's cache key. A graph with collectives keys on the calling rank's device too.
+void scan_inputs(const std::string& name, int num_inputs, bool collectives,
+                 const std::vector<at::Tensor>& inputs, CallState& state) {
   TORCH_CHECK(static_cast<int>(inputs.size()) == num_inputs, "torchtpu: graph ", name, " expects ",
               num_inputs, " inputs, got ", inputs.size());
   state.args.resize(inputs.size());
@@ -178,13 +185,18 @@ void scan_inputs(const std::string& name, int num_inputs, const std::vector<at::
   }
   Scanner scanner(state);
   for (size_t i = 0; i < inputs.size(); ++i) scanner.tensor(inputs[i], state.args[i]);
+  if (collectives) {
+    // Its groups, and so its replicas' devices, are those of the rank on this device.
+    const int dev = state.device >= 0 ? state.device : device::current_device();
+    state.key += "|collectives on tpu:" + std::to_string(dev);
+  }
 }
 
 }  // namespace
 
 bool GraphExecutable::prepare(const std::vector<at::Tensor>& inputs) {
   CallState state;
-  scan_inputs(name_, num_inputs_, inputs, state);
+  scan_inputs(name_, num_inputs_, collectives_, inputs, state);
   bool hit = false;
   cache_.get_or_build(
       state.key, [&] { return build(state, inputs); }, &hit);
@@ -194,7 +206,7 @@ bool GraphExecutable::prepare(const std::vector<at::Tensor>& inputs) {
 std::vector<c10::IValue> GraphExecutable::run(const std::vector<at::Tensor>& inputs) {
   auto start = std::chrono::steady_clock::now();
   CallState state;
-  scan_inputs(name_, num_inputs_, inputs, state);
+  scan_inputs(name_, num_inputs_, collectives_, inputs, state);
   bool hit = false;
   std::shared_ptr<Entry> entry = cache_.get_or_build(
       state.key, [&] { return build(state, inputs); }, &hit);

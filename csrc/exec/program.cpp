@@ -32,6 +32,8 @@ class Builder {
 
   std::string build(const ProgramSpec& spec) {
     discard_ = &spec.discard;
+    donate_ = spec.donate;
+    plan_collectives(spec);
     for (const Node& node : spec.nodes) {
       // The node's result types; a node that overwrites a slot is typed as it.
       std::vector<TensorType> want = node.out_types;
@@ -117,6 +119,35 @@ class Builder {
 
  private:
   shlo::FunctionBuilder& b() { return module_.main(); }
+
+  // A spec with collective nodes becomes a program of one replica per device of their world,
+  // which the eager backend gives and compiled graphs plan from the groups they name.
+  void plan_collectives(const ProgramSpec& spec) {
+    std::vector<std::string> groups;
+    for (const Node& node : spec.nodes) {
+      if (node.descriptor == nullptr || !node.descriptor->collective()) continue;
+      ++e_.collectives;
+      const auto& schema_args = node.schema->arguments();
+      for (size_t k = 0; k < schema_args.size() && k < node.args.size(); ++k) {
+        if (schema_args[k].name() != "group_name") continue;
+        const c10::IValue& v = node.args[k].constant;
+        TORCH_CHECK_NOT_IMPLEMENTED(node.args[k].kind == NodeArg::Kind::kConst && v.isString(),
+                                    "torchtpu: ", node.name,
+                                    " with a group that is not a constant");
+        if (std::find(groups.begin(), groups.end(), v.toStringRef()) == groups.end()) {
+          groups.push_back(v.toStringRef());
+        }
+      }
+    }
+    if (e_.collectives == 0) return;
+    if (spec.world) {
+      e_.world = spec.world;
+    } else {
+      const int dev = state_.device >= 0 ? state_.device : device::current_device();
+      e_.world = std::make_shared<const runtime::ReplicaWorld>(runtime::plan_world(dev, groups));
+    }
+    module_.set_num_replicas(static_cast<int64_t>(e_.world->devices.size()));
+  }
   const ArgDesc& slot(int index) const { return state_.args[static_cast<size_t>(index)]; }
 
   // The program argument of CallState.params[index], added at its first use.
@@ -292,6 +323,17 @@ class Builder {
                                   runtime::get().platform());
     ctx.set_rng_source(
         [this, streams] { return node_rng_ >= 0 ? param(node_rng_) : rng(streams); });
+    if (e_.world) {
+      const runtime::ReplicaWorld& world = *e_.world;
+      ctx.set_collective_source(
+          [&world](const std::string& group) -> const shlo::ReplicaGroups& {
+            auto it = world.groups.find(group);
+            TORCH_CHECK_NOT_IMPLEMENTED(it != world.groups.end(), "torchtpu: process group '",
+                                        group, "' is not part of this program's world");
+            return it->second;
+          },
+          static_cast<int64_t>(world.devices.size()));
+    }
     std::vector<Value> results = (*node.lowering)(ctx);
     TORCH_CHECK(results.size() == want.size(), "torchtpu: lowering of ", node.name, " returned ",
                 results.size(), " values, expected ", want.size());
@@ -318,7 +360,11 @@ class Builder {
     std::optional<Value> base;
     if (last != written_.rend()) {
       base = last->second;
-    } else if (p.buffer) {
+    } else if (p.buffer && (donate_ || d.offset_param >= 0 ||
+                            !lowering::covers_storage(p.dims, p.dtype, d.view, v.dtype()))) {
+      // A write replacing the whole storage needs its old buffer only to donate it: as an
+      // unused argument it would make the program differ by whether the storage was ever
+      // written (the ranks of a collective must launch one program).
       base = param(d.param);
     }
     Value stored = lowering::write_storage(b(), base, p.dims, p.dtype, view_of(d), v);
@@ -404,11 +450,22 @@ class Builder {
   int rng_uses_ = 0;
   int node_rng_ = -1;                           // the node being lowered: its Node::rng_param
   const std::vector<bool>* discard_ = nullptr;  // ProgramSpec::discard
+  bool donate_ = false;
   int returns_ = 0;
   size_t added_ = 0;  // written_[0, added_) are outputs already
 };
 
 }  // namespace
+
+bool has_collectives(const ProgramSpec& spec) {
+  return std::any_of(spec.nodes.begin(), spec.nodes.end(), [](const Node& n) {
+    return n.descriptor != nullptr && n.descriptor->collective();
+  });
+}
+
+std::string compile_options_of(const ProgramEntry& e) {
+  return e.world ? pjrt::replicated_compile_options(e.world->devices) : std::string();
+}
 
 std::string build(const ProgramSpec& spec, CallState& state, ProgramEntry& e) {
   // Counted so a warm restart can show it lowered nothing (recipes: exec/recipe.h).
@@ -418,10 +475,21 @@ std::string build(const ProgramSpec& spec, CallState& state, ProgramEntry& e) {
 
 c10::SmallVector<at::Tensor, 4> launch(const ProgramEntry& e, CallState& state,
                                        const torch::jit::Stack& stack,
-                                       const std::vector<at::Tensor>& inputs, size_t num_returns) {
+                                       const std::vector<at::Tensor>& inputs, size_t num_returns,
+                                       const runtime::ReplicaWorld* world) {
   const int dev = state.device >= 0 ? state.device : device::current_device();
+  int launch_id = 0;
+  if (e.world) {
+    const runtime::ReplicaWorld& meet = world != nullptr ? *world : *e.world;
+    TORCH_INTERNAL_ASSERT(meet.devices == e.world->devices);
+    e.program->wait();  // the replicas meet with their executable
+    launch_id =
+        runtime::coordinate_launch(meet, runtime::replica_of(meet, dev), &e.program->executable(),
+                                   e.program->signature(), meet.timeout);
+    runtime::metrics().collectives_in_program += e.collectives;
+  }
   std::vector<device::BufferPtr> outputs =
-      launch_program(*e.program, e.used_params, state, stack, e.rng_numel, dev);
+      launch_program(*e.program, e.used_params, state, stack, e.rng_numel, dev, launch_id);
   // Before any write lands: under TPU_LAUNCH_BLOCKING=1 a failed check raises here.
   if (e.checks) runtime::defer_checks(dev, std::move(outputs.back()), e.checks);
   const auto new_tensor = [&](const OutputSink& o, device::BufferPtr buffer) {

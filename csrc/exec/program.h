@@ -17,6 +17,7 @@
 
 #include "exec/call_state.h"
 #include "lowering/lowering.h"
+#include "runtime/collective_world.h"
 #include "runtime/compile.h"
 #include "runtime/device_checks.h"
 #include "runtime/signature.h"
@@ -50,6 +51,12 @@ struct ProgramEntry {
   // What it was built for, typed: a later miss of the same op or graph is explained against it
   // while it is cached (runtime::SignatureIndex holds it weakly).
   std::shared_ptr<const runtime::Signature> signature;
+  // A program with collectives (lowering::kCollective nodes): the devices its replicas run on,
+  // compiled with pjrt::replicated_compile_options(world->devices) and launched with a launch id
+  // from runtime::coordinate_launch; null for a one-device program. `collectives`: how many
+  // collective ops one launch runs (metrics: collectives_in_program).
+  std::shared_ptr<const runtime::ReplicaWorld> world;
+  int collectives = 0;
 };
 
 // One argument of a node, in schema order.
@@ -110,7 +117,17 @@ struct ProgramSpec {
   // Per parameter, true for a storage nobody reads after the program (a fused eager region's
   // temporaries): its writes stay inside the program, no output. Empty: every write is output.
   std::vector<bool> discard;
+  // The replicas of a program with collectives. Null: planned from the process groups its
+  // collective nodes name (runtime::plan_world), as compiled graphs do; the eager backend gives
+  // its own (a group's devices, or the two ranks of a send/recv).
+  std::shared_ptr<const runtime::ReplicaWorld> world;
 };
+
+// Whether a spec has collective nodes (lowering::kCollective), whose program needs a world.
+bool has_collectives(const ProgramSpec& spec);
+// The compile options of a built entry: replicated over its world, or the runtime's default
+// ("" for compile_program).
+std::string compile_options_of(const ProgramEntry& e);
 
 // Builds the spec's module over `state`'s slots: fills `e` but its program, returns the text.
 std::string build(const ProgramSpec& spec, CallState& state, ProgramEntry& e);
@@ -118,9 +135,14 @@ std::string build(const ProgramSpec& spec, CallState& state, ProgramEntry& e);
 // Launches `e`'s program over `state`'s parameters (launch_program; generators named on
 // `stack`) on the call's device, and lands its outputs: a storage output swaps its storage's
 // buffer (every alias sees the write), a written CPU input (graph input `index` of `inputs`)
-// receives its value, and the `num_returns` new tensors come back in order.
+// receives its value, and the `num_returns` new tensors come back in order. A program with
+// collectives first meets its other replicas (runtime::coordinate_launch), which raises, before
+// anything is launched, when they do not all launch it.
+// `world`, when given, is the one to meet on (the calling group's: a cached program serves every
+// group with its devices), else the program's own.
 c10::SmallVector<at::Tensor, 4> launch(const ProgramEntry& e, CallState& state,
                                        const torch::jit::Stack& stack,
-                                       const std::vector<at::Tensor>& inputs, size_t num_returns);
+                                       const std::vector<at::Tensor>& inputs, size_t num_returns,
+                                       const runtime::ReplicaWorld* world = nullptr);
 
 }  // namespace torchtpu::exec

@@ -151,6 +151,12 @@ std::optional<c10::ScalarType> LoweringContext::optional_dtype(size_t i) const {
   return static_cast<c10::ScalarType>(arg(i).ivalue.toInt());
 }
 
+const shlo::ReplicaGroups& LoweringContext::replica_groups(const std::string& group_name) const {
+  TORCH_CHECK_NOT_IMPLEMENTED(collective_source_, "torchtpu: ", schema_.name(), " over group '",
+                              group_name, "' needs a program with collectives inside");
+  return collective_source_(group_name);
+}
+
 Value LoweringContext::rng_state() {
   TORCH_CHECK(rng_source_, "torchtpu lowering: ", schema_.name(),
               " needs random state but this program has no generator");

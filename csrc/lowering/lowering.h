@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "stablehlo/builder.h"
+#include "stablehlo/collectives.h"
 
 namespace torchtpu::lowering {
 
@@ -81,6 +82,18 @@ class LoweringContext {
   Value rng_state();
   void set_rng_source(std::function<Value()> fn) { rng_source_ = std::move(fn); }
 
+  // Collective lowerings (kCollective): the replica groups of the process group named
+  // `group_name` in this program (replica ids index the program's devices), and the program's
+  // replica count. The engine plans them from the program's groups before lowering; a group
+  // the program cannot run collectives of throws c10::NotImplementedError.
+  const shlo::ReplicaGroups& replica_groups(const std::string& group_name) const;
+  int64_t num_replicas() const { return num_replicas_; }
+  using CollectiveSource = std::function<const shlo::ReplicaGroups&(const std::string&)>;
+  void set_collective_source(CollectiveSource fn, int64_t num_replicas) {
+    collective_source_ = std::move(fn);
+    num_replicas_ = num_replicas;
+  }
+
   // A tensor or Scalar argument converted to `dtype` (runtime scalars stay runtime).
   Value operand(size_t i, ElementType dtype) const;
   // The dtype PyTorch's type promotion gives these tensor/Scalar arguments
@@ -93,6 +106,8 @@ class LoweringContext {
   std::vector<TensorType> out_types_;
   std::string platform_;
   std::function<Value()> rng_source_;
+  CollectiveSource collective_source_;
+  int64_t num_replicas_ = 1;
 };
 
 // Returns one Value per schema return (in-place and out= variants are handled by the caller,
@@ -116,6 +131,10 @@ enum OpFlag : uint32_t {
   // finishes (a mutated input kept in the graph: BatchNorm stats, optimizer state); the lowering
   // sees it as None and returns the new value, which the graph executor types as that input.
   kOverwritesSelf = 1u << 2,
+  // A collective over the process group its `group_name` argument names (lowering/
+  // collectives.cpp). The engine gives the program one replica per device of the groups' world
+  // (runtime/collective_world.h) before lowering, and launches it on every rank.
+  kCollective = 1u << 3,
 };
 
 struct OpDescriptor {
@@ -126,6 +145,7 @@ struct OpDescriptor {
   bool complex() const { return (flags & kComplex) != 0; }
   bool graph_only() const { return (flags & kGraphOnly) != 0; }
   bool overwrites_self() const { return (flags & kOverwritesSelf) != 0; }
+  bool collective() const { return (flags & kCollective) != 0; }
 };
 
 // Registration happens from static initializers; the returned pointers stay valid for the life

@@ -256,15 +256,18 @@ Value write_view(FunctionBuilder& b, Value base, const StridedView& view, Value 
   return b.reshape(result, base.shape());
 }
 
-Value write_storage(FunctionBuilder& b, std::optional<Value> base, const std::vector<int64_t>& dims,
-                    ElementType dtype, const StridedView& view, Value update) {
+bool covers_storage(const std::vector<int64_t>& dims, ElementType dtype, const StridedView& view,
+                    ElementType update_dtype) {
   auto bytes = [](ElementType t) { return std::max(1, shlo::bit_width(t) / 8); };
   int64_t storage_bytes = numel_of(dims) * bytes(dtype);
-  int64_t view_bytes = numel_of(view.sizes) * bytes(update.dtype());
-  if (!view.offset_value && view.offset == 0 && is_contiguous(view.sizes, view.strides) &&
-      view_bytes == storage_bytes) {
-    return update;
-  }
+  int64_t view_bytes = numel_of(view.sizes) * bytes(update_dtype);
+  return !view.offset_value && view.offset == 0 && is_contiguous(view.sizes, view.strides) &&
+         view_bytes == storage_bytes;
+}
+
+Value write_storage(FunctionBuilder& b, std::optional<Value> base, const std::vector<int64_t>& dims,
+                    ElementType dtype, const StridedView& view, Value update) {
+  if (covers_storage(dims, dtype, view, update.dtype())) return update;
   Value current = base ? *base : b.constant(0, TensorType(dtype, dims));
   return write_view(b, reinterpret(b, current, update.dtype()), view, update);
 }

@@ -38,6 +38,10 @@ shlo::Value read_view(shlo::FunctionBuilder& b, shlo::Value base, const StridedV
 shlo::Value write_view(shlo::FunctionBuilder& b, shlo::Value base, const StridedView& view,
                        shlo::Value update);
 
+// Whether a write of `update_dtype` values into `view` replaces every byte of a storage of
+// `dims`/`dtype` (then the storage's current contents are not needed).
+bool covers_storage(const std::vector<int64_t>& dims, shlo::ElementType dtype,
+                    const StridedView& view, shlo::ElementType update_dtype);
 // New contents of a storage after `update` (the view's dtype) lands in `view`. `base` is the
 // current buffer (dims and dtype as stored), or nullopt for a never-written storage of
 // `dims`/`dtype`. A write covering every byte stores `update` as is (its shape and dtype).

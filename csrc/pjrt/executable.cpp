@@ -96,14 +96,17 @@ std::string Executable::serialize() const {
 }
 
 ExecuteResult Executable::execute(const std::vector<PJRT_Buffer*>& args, const Device* device,
-                                  const std::vector<int64_t>& non_donatable) const {
-  return execute(args.data(), args.size(), device, non_donatable.data(), non_donatable.size());
+                                  const std::vector<int64_t>& non_donatable, int launch_id) const {
+  return execute(args.data(), args.size(), device, non_donatable.data(), non_donatable.size(),
+                 launch_id);
 }
 
 ExecuteResult Executable::execute(PJRT_Buffer* const* args, size_t num_args, const Device* device,
-                                  const int64_t* non_donatable, size_t num_non_donatable) const {
+                                  const int64_t* non_donatable, size_t num_non_donatable,
+                                  int launch_id) const {
   PJRT_ExecuteOptions options{};
   options.struct_size = PJRT_ExecuteOptions_STRUCT_SIZE;
+  options.launch_id = launch_id;
   options.non_donatable_input_indices = non_donatable;
   options.num_non_donatable_input_indices = num_non_donatable;
 

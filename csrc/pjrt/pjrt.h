@@ -194,14 +194,16 @@ class Executable {
   std::string name() const;
   // Serialized executable bytes (PJRT_Executable_Serialize), for a persistent cache.
   std::string serialize() const;
-  // Runs on `device` (portable executable) with the given arguments. Inputs whose indices are
-  // listed in non_donatable stay valid even if the program declares them donated. Returns
-  // as soon as the execution is enqueued.
+  // Runs on `device` (portable executable, or one replica of a replicated one) with the given
+  // arguments. Inputs whose indices are listed in non_donatable stay valid even if the program
+  // declares them donated. A replicated program's replicas are launched separately, each with
+  // the same non-zero `launch_id`. Returns as soon as the execution is enqueued.
   ExecuteResult execute(const std::vector<PJRT_Buffer*>& args, const Device* device,
-                        const std::vector<int64_t>& non_donatable = {}) const;
+                        const std::vector<int64_t>& non_donatable = {}, int launch_id = 0) const;
   // The same without a vector: the eager path keeps its argument list on the stack.
   ExecuteResult execute(PJRT_Buffer* const* args, size_t num_args, const Device* device,
-                        const int64_t* non_donatable = nullptr, size_t num_non_donatable = 0) const;
+                        const int64_t* non_donatable = nullptr, size_t num_non_donatable = 0,
+                        int launch_id = 0) const;
 
  private:
   std::shared_ptr<Plugin> plugin_;
@@ -279,6 +281,11 @@ ChildDeviceCount count_devices_in_child(const std::string& helper, const std::st
 // can run on any addressable device via execute(..., device)). Hand-encoded protobuf wire
 // format, so we need no protobuf dependency.
 std::string portable_compile_options();
+// The same for a program whose collectives (stablehlo.all_reduce, ...) span `device_ids.size()`
+// replicas: replica i runs on the device whose global id (Device::id) is device_ids[i]. Not
+// portable: each replica is launched on its own device (execute's `device`) with one launch id
+// shared by all replicas' launches (the runtime's rendezvous pairs launches by it).
+std::string replicated_compile_options(const std::vector<int64_t>& device_ids);
 
 // Bytes per element of a PJRT buffer type (0 for sub-byte / unknown types).
 size_t element_size(PJRT_Buffer_Type type);

@@ -22,6 +22,7 @@
 #include "runtime/interrupt.h"
 #include "runtime/launch_queue.h"
 #include "runtime/metrics.h"
+#include "runtime/program_cache.h"
 #include "runtime/runtime.h"
 #include "runtime/signature.h"
 
@@ -52,6 +53,16 @@ void python_interrupt_check() {
   if (PyErr_CheckSignals() != 0) throw py::error_already_set();
 }
 
+// runtime::blocking_wait: a wait on another thread's progress lets go of the GIL if it holds it.
+void wait_without_gil(const std::function<void()>& wait) {
+  if (Py_IsInitialized() && PyGILState_Check()) {
+    py::gil_scoped_release no_gil;
+    wait();
+    return;
+  }
+  wait();
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
@@ -64,6 +75,7 @@ PYBIND11_MODULE(_C, m) {
 
   // The importing thread is Python's main thread: the one signal handlers run on.
   runtime::set_interrupt_check(&python_interrupt_check);
+  runtime::set_blocking_wait_hook(&wait_without_gil);
   m.def("_configure", &runtime::configure, py::arg("plugin_path"), py::arg("error"));
   m.def("_is_available", &runtime::is_available, py::call_guard<py::gil_scoped_release>());
   m.def("_is_initialized", &runtime::is_initialized);
@@ -96,6 +108,7 @@ PYBIND11_MODULE(_C, m) {
       if (d->complex()) facts.push_back("complex");
       if (d->graph_only()) facts.push_back("graph_only");
       if (d->overwrites_self()) facts.push_back("overwrites_self");
+      if (d->collective()) facts.push_back("collective");
       out.emplace_back(d->name, std::move(facts));
     }
     return out;
@@ -158,6 +171,8 @@ PYBIND11_MODULE(_C, m) {
     d["d2d_transfers"] = x.d2d_transfers.load();
     d["host_syncs"] = x.host_syncs.load();
     d["cpu_fallbacks"] = x.cpu_fallbacks.load();
+    d["collectives_in_program"] = x.collectives_in_program.load();
+    d["collective_host_bytes"] = x.collective_host_bytes.load();
     py::dict by_op;
     for (const auto& [op, n] : runtime::fallbacks_by_op()) by_op[py::str(op)] = n;
     d["cpu_fallbacks_by_op"] = by_op;

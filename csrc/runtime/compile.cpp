@@ -192,16 +192,16 @@ std::string disk_cache_dir() {
 }
 
 pjrt::ExecuteResult Program::execute(const std::vector<PJRT_Buffer*>& args,
-                                     const pjrt::Device& device) const {
-  return execute(args.data(), args.size(), device);
+                                     const pjrt::Device& device, int launch_id) const {
+  return execute(args.data(), args.size(), device, launch_id);
 }
 
 pjrt::ExecuteResult Program::execute(PJRT_Buffer* const* args, size_t num_args,
-                                     const pjrt::Device& device) const {
+                                     const pjrt::Device& device, int launch_id) const {
   if (!ready()) wait();
   const int64_t traced_start = trace::enabled() ? trace::now_ns() : 0;
   try {
-    pjrt::ExecuteResult r = exe_->execute(args, num_args, &device);
+    pjrt::ExecuteResult r = exe_->execute(args, num_args, &device, nullptr, 0, launch_id);
     if (traced_start) {
       trace::execution_launched(signature_, index_of(device), traced_start, r.done.get());
     }
@@ -214,13 +214,15 @@ pjrt::ExecuteResult Program::execute(PJRT_Buffer* const* args, size_t num_args,
 }
 
 std::shared_ptr<Program> compile_program(const std::string& mlir, const std::string& signature,
-                                         const std::string& why) {
+                                         const std::string& why,
+                                         const std::string& compile_options) {
   Runtime& rt = get();
+  const std::string& options = compile_options.empty() ? rt.compile_options() : compile_options;
   trace::Scope traced(trace::Kind::kCompile, "tpu::compile", -1, 0, signature);
   // Memory miss -> identical module in memory -> disk -> compile. The key covers everything
   // that decides the executable.
   TORCH_CHECK(!take_injected_failure(), injected_failure(signature));
-  const std::string module_key = cache_key(fingerprint(rt), rt.compile_options(), mlir);
+  const std::string module_key = cache_key(fingerprint(rt), options, mlir);
   if (std::shared_ptr<pjrt::Executable> same = shared_modules().claim(module_key)) {
     metrics().programs_shared++;
     traced.set_detail(signature + " [identical module in memory]");
@@ -288,7 +290,7 @@ std::shared_ptr<Program> compile_program(const std::string& mlir, const std::str
   auto start = std::chrono::steady_clock::now();
   std::unique_ptr<pjrt::Executable> exe;
   try {
-    exe = rt.client().compile(mlir, rt.compile_options());
+    exe = rt.client().compile(mlir, options);
   } catch (const pjrt::Error& e) {
     TORCH_CHECK(
         false, "torchtpu: XLA failed to compile ", signature, ": ", e.what(),

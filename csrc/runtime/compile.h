@@ -21,11 +21,13 @@ class Program : public std::enable_shared_from_this<Program> {
   // A program still compiling (compile_program_async), which will have `num_outputs` outputs.
   Program(std::string signature, size_t num_outputs)
       : signature_(std::move(signature)), num_outputs_(num_outputs), state_(kCompiling) {}
-  // Enqueues the program; returns once launched. Waits for a compile still in flight.
-  pjrt::ExecuteResult execute(const std::vector<PJRT_Buffer*>& args,
-                              const pjrt::Device& device) const;
+  // Enqueues the program; returns once launched. Waits for a compile still in flight. A program
+  // compiled for several replicas (compile_options) runs one replica per call, on `device`, and
+  // every replica's call passes the same `launch_id` (runtime/collective_world.h).
+  pjrt::ExecuteResult execute(const std::vector<PJRT_Buffer*>& args, const pjrt::Device& device,
+                              int launch_id = 0) const;
   pjrt::ExecuteResult execute(PJRT_Buffer* const* args, size_t num_args,
-                              const pjrt::Device& device) const;
+                              const pjrt::Device& device, int launch_id = 0) const;
   const std::string& signature() const { return signature_; }
   // One atomic load: the launch fast path asks it for every op.
   bool ready() const { return state_.load(std::memory_order_acquire) == kReady; }
@@ -56,9 +58,13 @@ class Program : public std::enable_shared_from_this<Program> {
 // `signature` names what is compiled (op and argument structure), `why` why it missed the
 // cache; both appear in compile errors and in TORCHTPU_LOG_COMPILES=1 lines. A module identical
 // to one this process already holds (another signature that lowers alike) reuses its executable:
-// no compile, no disk read (metrics: programs_shared).
+// no compile, no disk read (metrics: programs_shared). `compile_options` (serialized
+// xla.CompileOptionsProto) defaults to the runtime's portable single-device options; a program
+// with collectives passes pjrt::replicated_compile_options of its devices, which key its
+// executable too, so the replicas of one world share one executable (collective_world.h).
 std::shared_ptr<Program> compile_program(const std::string& mlir, const std::string& signature,
-                                         const std::string& why);
+                                         const std::string& why,
+                                         const std::string& compile_options = std::string());
 
 // Compiles off the critical path: the same as compile_program, but on the compile pool
 // (runtime/compile_pool.h); returns at once a Program that launches wait for (aten launches

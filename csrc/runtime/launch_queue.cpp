@@ -30,6 +30,7 @@ struct Launch {
   std::vector<std::shared_ptr<pjrt::Buffer>> args;
   std::vector<std::shared_ptr<pjrt::Buffer>> outputs;
   int device = 0;
+  int launch_id = 0;
   uint64_t seq = 0;  // its place in the device's execution order (runtime/inflight.h)
 };
 
@@ -60,7 +61,7 @@ void run(Launch& l) {
     std::vector<PJRT_Buffer*> raw;
     raw.reserve(l.args.size());
     for (const auto& a : l.args) raw.push_back(a->raw());  // a failed input throws its error
-    pjrt::ExecuteResult r = l.program->execute(raw.data(), raw.size(), get().device(l.device));
+    pjrt::ExecuteResult r = l.program->execute(raw.data(), raw.size(), get().device(l.device), l.launch_id);
     metrics().executions++;
     if (r.outputs.size() != l.outputs.size()) {
       error = "torchtpu: " + l.program->signature() + " returned " +
@@ -118,7 +119,7 @@ bool launch_queue_busy(int device) {
 
 std::vector<std::shared_ptr<pjrt::Buffer>> enqueue_launch(
     std::shared_ptr<const Program> program, std::vector<std::shared_ptr<pjrt::Buffer>> args,
-    int device) {
+    int device, int launch_id) {
   TORCH_CHECK(device >= 0 && device < kMaxDevices, "torchtpu: no launch queue for tpu:", device);
   Runtime& rt = get();
   Launch l;
@@ -130,6 +131,7 @@ std::vector<std::shared_ptr<pjrt::Buffer>> enqueue_launch(
   l.program = std::move(program);
   l.args = std::move(args);
   l.device = device;
+  l.launch_id = launch_id;
   Queues& all = queues();
   DeviceQueue* q;
   {

@@ -22,10 +22,10 @@ bool launch_queue_busy(int device);
 // Queues a launch of `program` on `device`; `args` stay alive until it runs. Returns its
 // outputs (program->num_outputs() of them), pending until it has run. A failed compile, launch
 // or input fails the outputs with that error, which whoever reads them raises (and only they:
-// runtime/inflight.h skip_reserved).
+// runtime/inflight.h skip_reserved). `launch_id`: Program::execute's.
 std::vector<std::shared_ptr<pjrt::Buffer>> enqueue_launch(
     std::shared_ptr<const Program> program, std::vector<std::shared_ptr<pjrt::Buffer>> args,
-    int device);
+    int device, int launch_id = 0);
 
 // Blocks until every queued launch has reached PJRT (process exit).
 void wait_for_launch_queues();

@@ -57,7 +57,9 @@ void reset_metrics() {
                   &m.d2h_bytes,
                   &m.d2d_transfers,
                   &m.host_syncs,
-                  &m.cpu_fallbacks}) {
+                  &m.cpu_fallbacks,
+                  &m.collectives_in_program,
+                  &m.collective_host_bytes}) {
     c->store(0);
   }
   std::lock_guard<std::mutex> g(fallback_mutex);

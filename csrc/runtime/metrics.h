@@ -50,6 +50,11 @@ struct Metrics {
   std::atomic<int64_t> d2d_transfers{0};
   std::atomic<int64_t> host_syncs{0};
   std::atomic<int64_t> cpu_fallbacks{0};
+  // Collectives XLA ran inside programs (eager collective programs and compiled graphs: one per
+  // collective op per launch, on each rank), and bytes collectives staged through host memory
+  // (the gloo transport: device->host copies of inputs plus host->device copies of results).
+  std::atomic<int64_t> collectives_in_program{0};
+  std::atomic<int64_t> collective_host_bytes{0};
 };
 
 Metrics& metrics();

@@ -2,6 +2,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 
@@ -23,6 +24,19 @@ size_t program_cache_max_entries() {
     }
   }();
   return max;
+}
+
+namespace {
+std::atomic<void (*)(const std::function<void()>&)> wait_hook{nullptr};
+}  // namespace
+
+void blocking_wait(const std::function<void()>& wait) {
+  if (auto hook = wait_hook.load(std::memory_order_acquire)) return hook(wait);
+  wait();
+}
+
+void set_blocking_wait_hook(void (*hook)(const std::function<void()>& wait)) {
+  wait_hook.store(hook, std::memory_order_release);
 }
 
 }  // namespace torchtpu::runtime

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <future>
 #include <list>
 #include <memory>
@@ -20,6 +21,14 @@ namespace torchtpu::runtime {
 // TORCHTPU_PROGRAM_CACHE_MAX_ENTRIES (a positive integer; default 4096), read once. A bad value
 // raises an error naming the variable.
 size_t program_cache_max_entries();
+
+// Runs `wait`, which blocks until another thread has made progress, without holding what that
+// thread may need: a build runs PyTorch's meta kernels, some of them Python, so a thread that
+// waits for another's build while holding the GIL deadlocks with it (ops called from Python with
+// the GIL held, thread ranks). The Python bindings install the GIL release
+// (set_blocking_wait_hook); without a hook `wait` just runs.
+void blocking_wait(const std::function<void()>& wait);
+void set_blocking_wait_hook(void (*hook)(const std::function<void()>& wait));
 
 template <typename V>
 class ProgramCache {
@@ -56,7 +65,8 @@ class ProgramCache {
         }
       }
       if (pending.valid()) {
-        Ptr built = pending.get();
+        Ptr built;
+        blocking_wait([&] { built = pending.get(); });
         if (built) {
           *hit = true;
           return built;

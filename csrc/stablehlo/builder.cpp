@@ -552,8 +552,13 @@ void ModuleBuilder::finish(const std::vector<Value>& results) {
 }
 
 std::string ModuleBuilder::str() const {
-  std::string s = "module @torchtpu {\n  func.func public @main(" + main_.arg_list() + ") -> (" +
-                  type_str_list(result_types_) + ") {\n";
+  std::string s = "module @torchtpu";
+  if (num_replicas_ > 0) {
+    s += " attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = " +
+         std::to_string(num_replicas_) + " : i32}";
+  }
+  s += " {\n  func.func public @main(" + main_.arg_list() + ") -> (" +
+       type_str_list(result_types_) + ") {\n";
   s += main_.body();
   s += "  }\n";
   for (const auto& [key, text] : module_functions) s += text;

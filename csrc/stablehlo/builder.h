@@ -170,6 +170,10 @@ class ModuleBuilder {
   // Records the results and their types; call once.
   void finish(const std::vector<Value>& results);
   const std::vector<TensorType>& result_types() const { return result_types_; }
+  // A program of `n` replicas (cross-replica collectives, stablehlo/collectives.h): printed as
+  // the module's mhlo.num_replicas, which XLA checks against the compile options.
+  void set_num_replicas(int64_t n) { num_replicas_ = n; }
+  int64_t num_replicas() const { return num_replicas_; }
   std::string str() const;
 
  private:
@@ -177,6 +181,7 @@ class ModuleBuilder {
   FunctionBuilder main_;
   std::vector<TensorType> result_types_;
   bool finished_ = false;
+  int64_t num_replicas_ = 0;  // 0: a single-device program (no attribute)
 };
 
 }  // namespace torchtpu::shlo

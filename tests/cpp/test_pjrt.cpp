@@ -36,6 +36,20 @@ module @donating_add {
 }
 )mlir";
 
+// Sums its argument over two replicas (what torchtpu emits for an all_reduce over a group of two).
+constexpr char kAllReduceProgram[] = R"mlir(
+module @all_reduce attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 2 : i32} {
+  func.func public @main(%a: tensor<4xf32>) -> tensor<4xf32> {
+    %0 = "stablehlo.all_reduce"(%a) ({
+      ^bb0(%x: tensor<f32>, %y: tensor<f32>):
+        %s = stablehlo.add %x, %y : tensor<f32>
+        stablehlo.return %s : tensor<f32>
+    }) {replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>} : (tensor<4xf32>) -> tensor<4xf32>
+    return %0 : tensor<4xf32>
+  }
+}
+)mlir";
+
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -114,6 +128,22 @@ TEST(PjrtHelpers, PortableCompileOptionsWireFormat) {
       "\x20\x01",                                     // compile_portable_executable
       19);
   EXPECT_EQ(portable_compile_options(), expected);
+}
+
+TEST(PjrtHelpers, ReplicatedCompileOptionsWireFormat) {
+  const std::string expected(
+      "\x1a\x1b"                                            // field 3, 27 bytes
+      "\x08\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01"  // device_ordinal = -1
+      "\x20\x02"                                            // num_replicas = 2
+      "\x28\x01"                                            // num_partitions = 1
+      "\x4a\x0a"                                            // device_assignment, 10 bytes
+      "\x08\x02"                                            //   replica_count = 2
+      "\x10\x01"                                            //   computation_count = 1
+      "\x1a\x04"                                            //   computation_devices, 4 bytes
+      "\x0a\x02\x03\x01",                                 //     replica_device_ids [3, 1]
+      29);
+  EXPECT_EQ(replicated_compile_options({3, 1}), expected);
+  EXPECT_THROW(replicated_compile_options({}), Error);
 }
 
 TEST_F(PjrtTest, LoadingTwiceReturnsTheSamePlugin) {
@@ -379,6 +409,28 @@ TEST_F(PjrtTest, NonDonatableAllowsPassingOneBufferTwice) {
   ExecuteResult result = executable->execute({a->raw(), a->raw()}, &device(0), {0});
   EXPECT_EQ(read_f32(*result.outputs[0], 4), (std::vector<float>{2, 4, 6, 8}));
   EXPECT_FALSE(a->is_deleted());
+}
+
+// Two replicas launched separately, each from its own thread on its own device with one launch
+// id (as thread ranks of torch.distributed do), meet in the all-reduce.
+TEST_F(PjrtTest, ReplicatedProgramRunsOneLaunchPerDevice) {
+  ASSERT_GE(client_->devices().size(), 2u);
+  const std::vector<int64_t> ids = {device(1).id(), device(0).id()};  // replica 0 on device 1
+  auto executable = client_->compile(kAllReduceProgram, replicated_compile_options(ids));
+  for (int launch_id : {7, 8}) {
+    auto a = f32_buffer({1, 2, 3, 4}, device(1));
+    auto b = f32_buffer({10, 20, 30, 40}, device(0));
+    auto run = [&](const Buffer* in, const Device* dev) {
+      ExecuteResult r = executable->execute({in->raw()}, dev, {}, launch_id);
+      r.done->await();
+      return read_f32(*r.outputs.at(0), 4);
+    };
+    auto first = std::async(std::launch::async, run, a.get(), &device(1));
+    auto second = std::async(std::launch::async, run, b.get(), &device(0));
+    const std::vector<float> sum = {11, 22, 33, 44};
+    EXPECT_EQ(first.get(), sum);
+    EXPECT_EQ(second.get(), sum);
+  }
 }
 
 TEST_F(PjrtTest, PortableExecutableNeedsAnExplicitDevice) {

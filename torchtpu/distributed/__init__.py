@@ -13,11 +13,14 @@ the host buffers over, without a copy) before the returned Work completes. CPU t
 
 from __future__ import annotations
 
+import logging
 import os
 
 import torch
 
-__all__ = ["BACKEND_NAMES", "local_device", "local_device_index"]
+_log = logging.getLogger("torchtpu.distributed")
+
+__all__ = ["BACKEND_NAMES", "local_device", "local_device_index", "transport"]
 
 BACKEND_NAMES = ("tpu", "tpu_dist")
 
@@ -44,6 +47,18 @@ def local_device_index() -> int:
 def local_device() -> torch.device:
     """``torch.device("tpu", local_device_index())``."""
     return torch.device("tpu", local_device_index())
+
+
+def transport(group=None) -> tuple[str, str]:
+    """Which transport the tpu backend of ``group`` (default: the world) uses, and why:
+    ``("xla", ...)`` when its collectives run inside XLA programs (the ranks' devices are one PJRT
+    world), ``("gloo", ...)`` when they stage through host memory and gloo."""
+    import torch.distributed as dist
+
+    from .. import _C
+
+    group = group if group is not None else dist.group.WORLD
+    return tuple(_C._tpu_backend_transport(group._get_backend(torch.device("tpu"))))
 
 
 def _staging_stats(group=None) -> dict:
@@ -76,7 +91,17 @@ def _create_backend(dist_backend_opts, backend_options):
     gloo = ProcessGroupGloo(PrefixStore("tpu_host/", store), rank, size, timeout)
     gloo.options.global_ranks_in_group = list(dist_backend_opts.global_ranks_in_group)
     gloo.options.group_name = dist_backend_opts.group_id
-    backend = _C._tpu_backend(gloo, rank, size)
+    # The ranks choose the group's transport together, over the group's store: collectives inside
+    # XLA programs when their devices are one PJRT world, else staging through gloo.
+    backend = _C._tpu_backend(gloo, rank, size, PrefixStore("tpu_transport/", store),
+                              dist_backend_opts.group_id,
+                              list(dist_backend_opts.global_ranks_in_group),
+                              int(timeout.total_seconds() * 1000))
+    kind, why = _C._tpu_backend_transport(backend)
+    _log.info("torchtpu.distributed: group %r (rank %d of %d) on tpu:%d: %s", dist_backend_opts.group_id,
+              rank, size, torch.tpu.current_device(),
+              ("collectives inside XLA programs, " if kind == "xla" else "host staging over gloo: ")
+              + why)
     return backend
 
 

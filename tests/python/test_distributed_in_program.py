@@ -1,0 +1,489 @@
+"""Collectives inside XLA programs: 4 ranks as threads of this process, each on its own device of
+the XLA CPU plugin (tpu:0..3, one PJRT world), so the tpu backend runs every collective as an XLA
+program with the collective inside (csrc/distributed/xla_transport.h).
+
+Every rank checks its results against the same collective run by torch's gloo backend on CPU
+tensors, or against one CPU process training on the whole batch; collective_host_bytes proves
+nothing was staged through host memory.
+"""
+
+from __future__ import annotations
+
+import datetime
+import threading
+import time
+
+import pytest
+import torch
+
+import torchtpu
+import torchtpu.testing
+from torchtpu.testing.distributed import run_ranks_in_threads
+
+import test_distributed as multi_process
+
+W = 4
+# Thread ranks share the CPU's default generator: models are made one at a time (each seeds it).
+_model_lock = threading.Lock()
+
+
+def _mlp():
+    with _model_lock:
+        return multi_process._mlp()
+
+
+def _check_training(losses, params, world, steps, what):
+    # The reference model seeds the shared generator too.
+    with _model_lock:
+        ref_losses, ref_params = multi_process._reference(world, steps)
+    torch.testing.assert_close(torch.tensor(losses), torch.tensor(ref_losses), rtol=1e-5,
+                               atol=1e-6, msg=lambda m: f"{what} losses: {m}")
+    assert ref_losses[-1] < ref_losses[0], ref_losses
+    for p, r in zip(params, ref_params):
+        assert p.device.type == "tpu", p.device
+        torch.testing.assert_close(p.detach().cpu(), r, rtol=1e-5, atol=1e-6,
+                                   msg=lambda m: f"{what} parameters: {m}")
+
+
+def _close(actual, expected, what):
+    assert actual.device.type == "tpu", f"{what}: result on {actual.device}"
+    torch.testing.assert_close(actual.cpu(), expected, msg=lambda m: f"{what}: {m}")
+
+
+def _metrics():
+    m = torchtpu.metrics()
+    return m["collectives_in_program"], m["collective_host_bytes"]
+
+
+@pytest.fixture
+def counted():
+    """collectives_in_program and collective_host_bytes gained during the test."""
+    before = _metrics()
+
+    def delta():
+        now = _metrics()
+        return now[0] - before[0], now[1] - before[1]
+
+    return delta
+
+
+def _rank_collectives(rank):
+    import torch.distributed as dist
+
+    assert torchtpu.distributed.transport()[0] == "xla", torchtpu.distributed.transport()
+    gloo = dist.new_group(backend="gloo")
+    dev = torch.device("tpu", rank)
+    gen = torch.Generator().manual_seed(100 + rank)
+
+    def data(*shape, dtype=torch.float32):
+        # Small integers: sums are exact in every dtype, so any reduction order agrees.
+        return torch.randint(-4, 5, shape, generator=gen).to(dtype)
+
+    ops = {"sum": dist.ReduceOp.SUM, "min": dist.ReduceOp.MIN, "max": dist.ReduceOp.MAX,
+           "product": dist.ReduceOp.PRODUCT}
+    for dtype in (torch.float32, torch.bfloat16, torch.float16, torch.int32, torch.int64):
+        for name, op in ops.items():
+            x = data(3, 5, dtype=dtype)
+            ref = x.clone()
+            dist.all_reduce(ref, op=op, group=gloo)
+            t = x.to(dev)
+            dist.all_reduce(t, op=op)
+            _close(t, ref, f"all_reduce {name} {dtype}")
+    for name, op in {"band": dist.ReduceOp.BAND, "bor": dist.ReduceOp.BOR,
+                     "bxor": dist.ReduceOp.BXOR}.items():
+        x = torch.randint(0, 256, (7,), generator=gen, dtype=torch.int32)
+        ref = x.clone()
+        dist.all_reduce(ref, op=op, group=gloo)
+        t = x.to(dev)
+        dist.all_reduce(t, op=op)
+        _close(t, ref, f"all_reduce {name}")
+    # AVG and PREMUL_SUM (gloo has neither): against the sum gloo computes.
+    x = data(4, 3)
+    ref = x.clone()
+    dist.all_reduce(ref, group=gloo)
+    t = x.to(dev)
+    dist.all_reduce(t, op=dist.ReduceOp.AVG)
+    _close(t, ref / W, "all_reduce avg")
+    t = x.to(dev)
+    dist.all_reduce(t, op=dist._make_nccl_premul_sum(0.5))
+    _close(t, ref * 0.5, "all_reduce premul_sum")
+    t = x.to(dev)
+    dist.all_reduce(t, op=dist._make_nccl_premul_sum(torch.tensor(0.25, device=dev)))
+    _close(t, ref * 0.25, "all_reduce premul_sum, tensor factor")
+    # Bit for bit: a broadcast moves NaN, -0.0 and infinities unchanged.
+    special = torch.tensor([float("nan"), -0.0, float("inf"), -float("inf"), 1.5]) * (rank + 1)
+    t = special.to(dev)
+    dist.broadcast(t, src=2)
+    assert torch.equal(t.cpu().view(torch.int32), (special / (rank + 1) * 3).view(torch.int32))
+    # Ordering without syncs: the input comes from device work launched just before, the result
+    # feeds device work launched right after.
+    x = data(16, 16)
+    ref = (x * 3 + 1).clone()
+    dist.all_reduce(ref, group=gloo)
+    t = x.to(dev) * 3 + 1
+    dist.all_reduce(t)
+    _close(t @ t, ref @ ref, "all_reduce between device ops")
+    # Views, read and written in place inside the program.
+    base = data(4, 6)
+    ref = base.clone()
+    for index in (1, 2):
+        col = ref[:, index].contiguous()
+        dist.all_reduce(col, group=gloo)
+        ref[:, index] = col
+    t = base.to(dev)
+    dist.all_reduce(t[:, 1])
+    dist.all_reduce(t.t()[2])
+    _close(t, ref, "all_reduce of views")
+    # async_op: the Work completes on the device; its future holds the results.
+    x = data(5)
+    ref = x.clone()
+    dist.all_reduce(ref, group=gloo)
+    t = x.to(dev)
+    work = dist.all_reduce(t, async_op=True)
+    fut_val = work.get_future().wait()
+    work.wait()
+    assert work.is_completed() and work.is_success()
+    _close(t, ref, "async all_reduce")
+    _close(fut_val[0], ref, "async all_reduce future value")
+    # all_reduce_coalesced
+    xs = [data(3), data(2, 2)]
+    refs = [x.clone() for x in xs]
+    dist.all_reduce_coalesced(refs, group=gloo)
+    ts = [x.to(dev) for x in xs]
+    dist.all_reduce_coalesced(ts)
+    for t, r in zip(ts, refs):
+        _close(t, r, "all_reduce_coalesced")
+    # broadcast, reduce (the non-root's tensor stays as it was)
+    x = data(2, 3)
+    ref = x.clone()
+    dist.broadcast(ref, src=1, group=gloo)
+    t = x.to(dev)
+    dist.broadcast(t, src=1)
+    _close(t, ref, "broadcast")
+    for op_name, op in (("sum", dist.ReduceOp.SUM), ("max", dist.ReduceOp.MAX)):
+        x = data(4)
+        ref = x.clone()
+        dist.reduce(ref, dst=3, op=op, group=gloo)
+        t = x.to(dev)
+        dist.reduce(t, dst=3, op=op)
+        _close(t, ref if rank == 3 else x, f"reduce {op_name}")
+    # all_gather (list), all_gather_into_tensor (flat and stacked outputs)
+    for dtype in (torch.float32, torch.bfloat16, torch.int64, torch.bool):
+        x = data(3, 2).to(dtype) if dtype != torch.bool else data(3, 2) > 0
+        refs = [torch.empty_like(x) for _ in range(W)]
+        dist.all_gather(refs, x, group=gloo)
+        outs = [torch.empty(3, 2, dtype=dtype, device=dev) for _ in range(W)]
+        dist.all_gather(outs, x.to(dev))
+        for o, r in zip(outs, refs):
+            _close(o, r, f"all_gather {dtype}")
+        flat_ref = torch.empty(W * 3, 2, dtype=dtype)
+        dist.all_gather_into_tensor(flat_ref, x, group=gloo)
+        for shape in ((W * 3, 2), (W, 3, 2)):
+            out = torch.empty(*shape, dtype=dtype, device=dev)
+            dist.all_gather_into_tensor(out, x.to(dev))
+            _close(out, flat_ref.reshape(shape), f"all_gather_into_tensor {dtype} {shape}")
+    # FSDP2's pattern: the input is this rank's slice of the output itself.
+    out = torch.empty(W * 3, device=dev)
+    out.narrow(0, rank * 3, 3).copy_(torch.arange(3.0) + 10 * rank)
+    dist.all_gather_into_tensor(out, out.narrow(0, rank * 3, 3))
+    _close(out, torch.cat([torch.arange(3.0) + 10 * r for r in range(W)]), "all_gather in place")
+    # reduce_scatter (list) and reduce_scatter_tensor (sum, avg, premul)
+    xs = [data(2, 3) for _ in range(W)]
+    ref = torch.empty(2, 3)
+    dist.reduce_scatter(ref, [x.clone() for x in xs], group=gloo)
+    out = torch.empty(2, 3, device=dev)
+    dist.reduce_scatter(out, [x.to(dev) for x in xs])
+    _close(out, ref, "reduce_scatter")
+    x = data(W * 4, 3)
+    ref = torch.empty(4, 3)
+    dist.reduce_scatter_tensor(ref, x, group=gloo)
+    for op, scale in ((dist.ReduceOp.SUM, 1.0), (dist.ReduceOp.AVG, 1 / W),
+                      (dist._make_nccl_premul_sum(2.0), 2.0)):
+        out = torch.empty(4, 3, device=dev)
+        dist.reduce_scatter_tensor(out, x.to(dev), op=op)
+        _close(out, ref * scale, f"reduce_scatter_tensor x{scale}")
+    # all_to_all_single: even, and uneven splits (rank r sends (r + j) % 3 rows to rank j);
+    # all_to_all (list)
+    x = data(W * 2, 3)
+    ref = torch.empty_like(x)
+    dist.all_to_all_single(ref, x, group=gloo)
+    out = torch.empty(W * 2, 3, device=dev)
+    dist.all_to_all_single(out, x.to(dev))
+    _close(out, ref, "all_to_all_single")
+    in_splits = [(rank + j) % 3 for j in range(W)]
+    out_splits = [(j + rank) % 3 for j in range(W)]
+    x = data(sum(in_splits), 3)
+    ref = torch.empty(sum(out_splits), 3)
+    dist.all_to_all_single(ref, x, out_splits, in_splits, group=gloo)
+    out = torch.empty(sum(out_splits), 3, device=dev)
+    dist.all_to_all_single(out, x.to(dev), out_splits, in_splits)
+    _close(out, ref, "all_to_all_single uneven")
+    xs = [data(2) for _ in range(W)]
+    refs = [torch.empty(2) for _ in range(W)]
+    dist.all_to_all(refs, [x.clone() for x in xs], group=gloo)
+    outs = [torch.empty(2, device=dev) for _ in range(W)]
+    dist.all_to_all(outs, [x.to(dev) for x in xs])
+    for o, r in zip(outs, refs):
+        _close(o, r, "all_to_all")
+    # gather, scatter
+    x = data(3)
+    refs = [torch.empty(3) for _ in range(W)] if rank == 0 else None
+    dist.gather(x, refs, dst=0, group=gloo)
+    outs = [torch.empty(3, device=dev) for _ in range(W)] if rank == 0 else None
+    dist.gather(x.to(dev), outs, dst=0)
+    if rank == 0:
+        for o, r in zip(outs, refs):
+            _close(o, r, "gather")
+    xs = [data(2, 2) for _ in range(W)]
+    ref = torch.empty(2, 2)
+    dist.scatter(ref, xs if rank == 1 else None, src=1, group=gloo)
+    out = torch.empty(2, 2, device=dev)
+    dist.scatter(out, [x.to(dev) for x in xs] if rank == 1 else None, src=1)
+    _close(out, ref, "scatter")
+    # send/recv between pairs, and a ring as one batch_isend_irecv (listed send-first on every
+    # rank: it completes only because the batch runs in an order every rank derives alike).
+    x = torch.arange(6.0).reshape(2, 3) + 10 * rank
+    if rank % 2 == 0:
+        dist.send(x.to(dev), dst=rank + 1)
+        got = torch.empty(2, 3, device=dev)
+        dist.recv(got, src=rank + 1)
+        _close(got, torch.arange(6.0).reshape(2, 3) + 10 * (rank + 1), "recv")
+    else:
+        got = torch.empty(2, 3, device=dev)
+        dist.recv(got, src=rank - 1)
+        _close(got, torch.arange(6.0).reshape(2, 3) + 10 * (rank - 1), "recv")
+        dist.send(x.to(dev), dst=rank - 1)
+    nxt, prv = (rank + 1) % W, (rank - 1) % W
+    got = torch.empty(2, 3, device=dev)
+    reqs = dist.batch_isend_irecv([dist.P2POp(dist.isend, x.to(dev), nxt),
+                                   dist.P2POp(dist.irecv, got, prv)])
+    assert len(reqs) == 1, reqs
+    for req in reqs:
+        req.wait()
+    _close(got, torch.arange(6.0).reshape(2, 3) + 10 * prv, "batch_isend_irecv ring")
+    # _coalescing_manager: a batch of collectives, waited once.
+    a, b = data(3), data(W * 2)
+    ref_a, ref_b = a.clone(), torch.empty(2)
+    dist.all_reduce(ref_a, group=gloo)
+    dist.reduce_scatter_tensor(ref_b, b, group=gloo)
+    ta, ta2 = a.to(dev), a.to(dev) * 2
+    with dist._coalescing_manager(device=dev, async_ops=True) as cm:
+        dist.all_reduce(ta)
+        dist.all_reduce(ta2)
+    cm.wait()
+    _close(ta, ref_a, "coalesced all_reduce")
+    _close(ta2, ref_a * 2, "coalesced all_reduce")
+    tb = torch.empty(2, device=dev)
+    with dist._coalescing_manager(device=dev, async_ops=True) as cm:
+        dist.reduce_scatter_tensor(tb, b.to(dev))
+    cm.wait()
+    _close(tb, ref_b, "coalesced reduce_scatter_tensor")
+    # A collective's write is not an autograd mutation (as gloo's and NCCL's are not).
+    t = torch.ones(4, device=dev)
+    dist.all_reduce(t)
+    assert t._version == 0, t._version
+    dist.barrier()
+    return True
+
+
+def test_every_collective_runs_in_programs_and_matches_gloo(counted):
+    assert run_ranks_in_threads(_rank_collectives, W) == [True] * W
+    in_program, host_bytes = counted()
+    assert host_bytes == 0, f"{host_bytes} bytes staged through host memory"
+    assert in_program >= 60 * W, in_program
+
+
+def _rank_groups(rank):
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+
+    dev = torch.device("tpu", rank)
+    # Subgroups: every rank creates both; each reduces over its own.
+    evens, odds = dist.new_group([0, 2]), dist.new_group([1, 3])
+    mine = evens if rank % 2 == 0 else odds
+    assert torchtpu.distributed.transport(mine)[0] == "xla"
+    t = torch.full((3,), float(rank + 1), device=dev)
+    dist.all_reduce(t, group=mine)
+    peers = [0, 2] if rank % 2 == 0 else [1, 3]
+    _close(t, torch.full((3,), float(sum(r + 1 for r in peers))), "subgroup all_reduce")
+    out = torch.empty(2, device=dev)
+    dist.all_gather_into_tensor(out, torch.tensor([float(rank)], device=dev), group=mine)
+    _close(out, torch.tensor([float(r) for r in peers]), "subgroup all_gather")
+    # send/recv inside a subgroup: group ranks, not global ranks, address the peer.
+    x = torch.full((2,), float(rank), device=dev)
+    if dist.get_rank(mine) == 0:
+        dist.send(x, group_dst=1, group=mine)
+    else:
+        dist.recv(x, group_src=0, group=mine)
+        _close(x, torch.full((2,), float(peers[0])), "subgroup recv")
+    # DeviceMesh dimensions: each dimension's group reduces over its own ranks only.
+    mesh = init_device_mesh("tpu", (2, 2), mesh_dim_names=("dp", "tp"))
+    dp, tp = mesh.get_local_rank("dp"), mesh.get_local_rank("tp")
+    for name, dim_peers in (("dp", [tp, tp + 2]), ("tp", [2 * dp, 2 * dp + 1])):
+        assert torchtpu.distributed.transport(mesh.get_group(name))[0] == "xla"
+        t = torch.full((2,), float(rank + 1), device=dev)
+        dist.all_reduce(t, group=mesh.get_group(name))
+        _close(t, torch.full((2,), float(sum(r + 1 for r in dim_peers))), f"all_reduce over {name}")
+    return True
+
+
+def test_subgroups_and_device_mesh_dimensions(counted):
+    assert run_ranks_in_threads(_rank_groups, W) == [True] * W
+    assert counted()[1] == 0
+
+
+def _rank_training(rank):
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,
+                                                   parallelize_module)
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    dev = torch.device("tpu", rank)
+    steps = 3
+    model = DDP(_mlp().to(dev))
+    losses = multi_process._train(model, W, rank, steps, True, dev)
+    _check_training(losses, list(model.module.parameters()), W, steps, "DDP")
+
+    mesh = init_device_mesh("tpu", (W,))
+    model = _mlp().to(dev)
+    for layer in (model[0], model[2]):
+        fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    losses = multi_process._train(model, W, rank, steps, True, dev)
+    _check_training(losses, [p.full_tensor() for p in model.parameters()], W, steps,
+                                  "FSDP2")
+
+    # 2x2: tensor parallel inside each dp pair, FSDP2 across them.
+    mesh = init_device_mesh("tpu", (2, 2), mesh_dim_names=("dp", "tp"))
+    dp = mesh.get_local_rank("dp")
+    model = parallelize_module(_mlp().to(dev), mesh["tp"], {"0": ColwiseParallel(),
+                                                             "2": RowwiseParallel()})
+    fully_shard(model, mesh=mesh["dp"])
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    losses = []
+    for step in range(steps):
+        x, y = multi_process._global_batch(2, step)
+        x, y = x.chunk(2)[dp], y.chunk(2)[dp]
+        loss = torch.nn.functional.mse_loss(model(x.to(dev)), y.to(dev))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        loss = loss.detach().clone()
+        dist.all_reduce(loss, op=dist.ReduceOp.AVG, group=mesh.get_group("dp"))
+        losses.append(loss.item())
+    _check_training(losses, [p.full_tensor() for p in model.parameters()], 2, steps,
+                                  "FSDP x TP")
+    return True
+
+
+def test_ddp_fsdp2_and_2x2_mesh_train_like_one_cpu_process(counted):
+    assert run_ranks_in_threads(_rank_training, W) == [True] * W
+    in_program, host_bytes = counted()
+    assert host_bytes == 0, f"{host_bytes} bytes staged through host memory"
+    assert in_program > 0
+
+
+def test_bad_input_raises_on_every_rank_instead_of_hanging():
+    import torch.distributed as dist
+
+    # Tensors on both cpu and tpu in one collective: raised at the call on every rank.
+    def mixed(rank):
+        with pytest.raises(RuntimeError, match="cpu and tpu"):
+            dist.all_gather([torch.empty(2), torch.empty(2, device="tpu")] * 2,
+                            torch.ones(2, device="tpu"))
+        return True
+
+    def mismatched_only(rank):
+        t = torch.ones(3 if rank == 1 else 4, device="tpu")
+        with pytest.raises(RuntimeError, match="launch different programs"):
+            dist.all_reduce(t)
+        t = torch.ones(4, device="tpu")
+        dist.all_reduce(t)
+        _close(t, torch.full((4,), float(W)), "all_reduce after a mismatch")
+        with pytest.raises(RuntimeError, match="elements"):
+            dist.all_gather_into_tensor(torch.empty(5, device="tpu"), torch.ones(2, device="tpu"))
+        bad_splits = [1, 1, 1, 1] if rank != 2 else [2, 0, 1, 1]
+        with pytest.raises(RuntimeError, match="sends"):
+            dist.all_to_all_single(torch.empty(4, device="tpu"), torch.ones(4, device="tpu"),
+                                   [1, 1, 1, 1], bad_splits)
+        return True
+
+    assert run_ranks_in_threads(mismatched_only, W) == [True] * W
+    assert run_ranks_in_threads(mixed, W) == [True] * W
+
+    # A rank that skips a collective: the others raise within the group's timeout, and nothing
+    # was launched, so no device waits forever.
+    def skipping(rank):
+        if rank == 2:
+            return "skipped"
+        start = time.monotonic()
+        with pytest.raises(RuntimeError, match="did not reach it within 2000 ms"):
+            dist.all_reduce(torch.ones(4, device="tpu"))
+        return time.monotonic() - start
+
+    out = run_ranks_in_threads(skipping, W, timeout=datetime.timedelta(seconds=2))
+    assert out[2] == "skipped"
+    assert all(1.5 < s < 60 for k, s in enumerate(out) if k != 2), out
+
+
+def test_changing_values_never_recompile():
+    import torch.distributed as dist
+
+    def body(rank):
+        for step in range(4):
+            t = torch.full((8,), float(rank), device="tpu")
+            factor = 0.5 ** step
+            dist.all_reduce(t, op=dist._make_nccl_premul_sum(factor))
+            _close(t, torch.full((8,), factor * sum(range(W))), f"premul step {step}")
+            view = torch.zeros(4 * W, device="tpu").narrow(0, step, 4)  # another offset each step
+            dist.all_reduce(view)
+            if step == 0:
+                torch.tpu.synchronize()
+                dist.barrier()
+                if rank == 0:
+                    compiled.append(torchtpu.metrics()["programs_compiled"])
+                dist.barrier()
+        return True
+
+    compiled = []
+    assert run_ranks_in_threads(body, W) == [True] * W
+    assert torchtpu.metrics()["programs_compiled"] == compiled[0]
+
+
+def test_host_staging_when_asked_or_when_ranks_share_a_device(monkeypatch, counted):
+    import torch.distributed as dist
+
+    def body(rank):
+        t = torch.full((4,), float(rank + 1), device="tpu")
+        dist.all_reduce(t)
+        _close(t, torch.full((4,), float(sum(range(1, W + 1)))), "staged all_reduce")
+        return torchtpu.distributed.transport()
+
+    monkeypatch.setenv("TORCHTPU_COLLECTIVES", "host")
+    out = run_ranks_in_threads(body, W)
+    assert all(kind == "gloo" and "TORCHTPU_COLLECTIVES=host" in why for kind, why in out), out
+    assert counted()[1] > 0
+    monkeypatch.delenv("TORCHTPU_COLLECTIVES")
+    out = run_ranks_in_threads(body, W, devices=[0, 1, 1, 2])
+    assert all(kind == "gloo" and "share tpu:1" in why for kind, why in out), out
+
+
+def test_run_ranks_in_threads_returns_in_rank_order_and_reraises_the_first_failure():
+    assert run_ranks_in_threads(lambda r: r * 10, 3) == [0, 10, 20]
+
+    def fails(rank):
+        if rank == 1:
+            raise KeyError("rank one failed")
+        return rank
+
+    with pytest.raises(KeyError, match="rank one failed") as info:
+        run_ranks_in_threads(fails, 2)
+    assert any("thread rank 1 of 2" in note for note in info.value.__notes__)
+    with pytest.raises(ValueError, match="TORCHTPU_CPU_DEVICE_COUNT"):
+        run_ranks_in_threads(lambda r: r, torch.tpu.device_count() + 1)
+    # Outside the call, torch.distributed is as it was.
+    import torch.distributed as dist
+
+    assert not dist.is_initialized()
