@@ -37,6 +37,7 @@ import contextlib
 import itertools
 import logging
 import operator
+import threading
 from typing import Any, Callable
 
 import torch
@@ -45,6 +46,9 @@ import torch.utils._pytree as pytree
 log = logging.getLogger("torchtpu.compile")
 
 _step_ids = itertools.count()
+# make_fx patches module-level state while it traces (torch.fx's patcher), so threads (thread
+# ranks of torchtpu.testing.run_ranks_in_threads, each tracing its own step) trace one at a time.
+_trace_lock = threading.Lock()
 
 
 class _Owners:
@@ -449,7 +453,7 @@ class CompiledStep:
         from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
         try:
-            with torch.compiler._compile_session_context():
+            with _trace_lock, torch.compiler._compile_session_context():
                 gm = make_fx(_functionalized(step, requires_grad),
                              decomposition_table=_dynamo.decomposition_table(), tracing_mode="fake",
                              _allow_non_fake_inputs=False)(*[t.detach() for t in example])

@@ -50,6 +50,8 @@ _RETIRED_MAX = 1024
 _graphs: dict = {}  # name -> weakref.finalize(owner) whose args are (name, GraphExecutable)
 _retired: "collections.OrderedDict[str, dict]" = collections.OrderedDict()
 _eager_graphs: "collections.deque" = collections.deque(maxlen=_RETIRED_MAX)  # (name, reason)
+# Graphs with collectives: (name, "in program" | "split", why split).
+_collective_graphs: "collections.deque" = collections.deque(maxlen=_RETIRED_MAX)
 
 
 # Specializations kept per dynamic graph (one per concrete signature) and per
@@ -513,6 +515,17 @@ class CompiledGraph(OutputCode):
         pass
 
 
+class _InProgramCollectivesGraph(CompiledGraph):
+    """A graph whose collectives are inside its program. Not saved in AOTAutograd's cache: whether
+    its groups can run collectives in programs is decided per process (their ranks' devices), so
+    another process compiles it afresh (and splits it when its groups stage through the host)."""
+
+    def __getstate__(self):
+        from torch._functorch._aot_autograd.autograd_cache import BypassAOTAutogradCache
+
+        raise BypassAOTAutogradCache(f"torchtpu: graph {self.name} holds collectives")
+
+
 class _UncachedGraph(OutputCode):
     """A graph that is not one fixed program (it runs eagerly, or is specialized per call): it
     tells AOTAutograd's cache to pass it by instead of saving it."""
@@ -546,7 +559,22 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs):
         return _UncachedGraph(_compile_dynamic(gm, name), "a dynamic graph is specialized per call")
     from .distributed import _compile as _dist_compile
 
-    if _dist_compile.has_collectives(gm):  # compiled segments, collectives run between them
+    collectives = _dist_compile.has_collectives(gm)
+    if collectives:
+        why = _dist_compile.in_program_reason(gm)
+        if why is None:
+            try:
+                lowering = _GraphLowering(gm, name)
+                g = lowering.build()
+                log.info("torchtpu: graph %s runs its collectives inside its program", name)
+                _collective_graphs.append((name, "in program", ""))
+                return _InProgramCollectivesGraph(name, lowering.recipe, lowering.constants, gm,
+                                                  executable=g)
+            except _Unsupported as e:
+                why = str(e)
+        # Compiled segments; the collectives run between them through the process group.
+        log.info("torchtpu: graph %s is split at its collectives: %s", name, why)
+        _collective_graphs.append((name, "split", why))
         split = _dist_compile.split_at_collectives(gm, _compile_graph)
         return _UncachedGraph(split, f"graph {name} is split at its collectives")
     try:
@@ -639,4 +667,6 @@ def graph_metrics() -> dict:
             out[name] = g.stats()
     for name, reason in _eager_graphs:
         out.setdefault(name, {})["eager_reason"] = reason
+    for name, how, why in _collective_graphs:
+        out.setdefault(name, {})["collectives"] = how if not why else f"{how}: {why}"
     return out

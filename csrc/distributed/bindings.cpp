@@ -4,6 +4,7 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include "distributed/tpu_backend.h"
+#include "runtime/collective_world.h"
 
 namespace torchtpu::distributed {
 
@@ -26,8 +27,8 @@ void bind(pybind11::module& m) {
             c10::make_intrusive<TpuBackend>(host, rank, size, std::move(xla), why));
       },
       pybind11::arg("host_backend"), pybind11::arg("rank"), pybind11::arg("size"),
-      pybind11::arg("store") = c10::intrusive_ptr<c10d::Store>(),
-      pybind11::arg("group_name") = "", pybind11::arg("global_ranks") = std::vector<int64_t>{},
+      pybind11::arg("store") = c10::intrusive_ptr<c10d::Store>(), pybind11::arg("group_name") = "",
+      pybind11::arg("global_ranks") = std::vector<int64_t>{},
       pybind11::arg("timeout_ms") = int64_t{30 * 60 * 1000});
   // ("xla" | "gloo", why) of a tpu backend.
   m.def("_tpu_backend_transport", [](const c10::intrusive_ptr<c10d::Backend>& backend) {
@@ -37,6 +38,19 @@ void bind(pybind11::module& m) {
     if (const XlaTransport* x = tpu->xla_transport()) detail = x->describe() + ": " + detail;
     return std::make_pair(tpu->transport(), detail);
   });
+  // Whether one program on tpu:`device_index` can hold collectives of the process groups named
+  // `group_names` (as the rank on that device names them): "" when it can, else why not
+  // (runtime::plan_world's reason). Compiled graphs ask before lowering their collectives.
+  m.def("_plan_collectives",
+        [](int device_index, const std::vector<std::string>& group_names) -> std::string {
+          TORCH_CHECK(!group_names.empty(), "torchtpu: _plan_collectives needs a group name");
+          try {
+            runtime::plan_world(device_index, group_names);
+          } catch (const c10::NotImplementedError& e) {
+            return e.what_without_backtrace();
+          }
+          return std::string();
+        });
   // Where the staged collectives of a tpu backend spent their time so far (benchmarks).
   m.def("_tpu_backend_staging_stats", [](const c10::intrusive_ptr<c10d::Backend>& backend) {
     auto* tpu = dynamic_cast<TpuBackend*>(backend.get());

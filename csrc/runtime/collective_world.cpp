@@ -51,8 +51,8 @@ class Meetings {
     const std::string key = world_key + "#" + std::to_string(seq);
     Slot& slot = slots_[key];
     if (slot.payloads.empty()) slot.payloads.resize(world.devices.size());
-    TORCH_CHECK(!slot.payloads.at(static_cast<size_t>(replica)).has_value(),
-                "torchtpu: ", what, ": two ranks run as ", device_of(world, replica));
+    TORCH_CHECK(!slot.payloads.at(static_cast<size_t>(replica)).has_value(), "torchtpu: ", what,
+                ": two ranks run as ", device_of(world, replica));
     if (!slot.failure.empty()) {
       // The others gave up waiting: this rank comes too late.
       std::string failure = slot.failure;
@@ -69,8 +69,8 @@ class Meetings {
       for (size_t r = 0; r < n; ++r) {
         if (!slot.payloads[r]) missing += (missing.empty() ? "" : ", ") + device_of(world, r);
       }
-      slot.failure = "torchtpu: " + what + ": the ranks on " + missing + " did not reach it within " +
-                     std::to_string(timeout.count()) +
+      slot.failure = "torchtpu: " + what + ": the ranks on " + missing +
+                     " did not reach it within " + std::to_string(timeout.count()) +
                      " ms (a rank skipped a collective, issued collectives in another order, or "
                      "died); nothing was launched";
       std::string failure = slot.failure;
@@ -244,8 +244,8 @@ ReplicaWorld plan_world(int device_index, const std::vector<std::string>& group_
     std::optional<ReplicaGroupList> groups = translates(l.global_ranks, n);
     if (!groups) {
       not_implemented("process group '" + name + "' (ranks " + join(l.global_ranks) +
-                      ") and the other groups of the program do not tile the " +
-                      std::to_string(n) + " ranks of the world into groups of equal size");
+                      ") and the other groups of the program do not tile the " + std::to_string(n) +
+                      " ranks of the world into groups of equal size");
     }
     world.groups[name] = std::move(*groups);
   }
@@ -272,8 +272,11 @@ int coordinate_launch(const ReplicaWorld& world, int64_t replica, const void* ex
   const std::string mine = id.str() + "|" + what;
   // The meeting's own count is the launch's number on this world: every replica agrees on it.
   std::vector<std::string> all = meetings().meet(world, replica, "launch", mine, what, timeout);
+  // The executable decides (its module and options key it): the signatures may differ, as the
+  // graphs of one compiled function do on each thread rank (g0, g1, ...).
+  const std::string my_executable = id.str() + "|";
   for (size_t r = 0; r < all.size(); ++r) {
-    if (all[r] == mine) continue;
+    if (all[r].compare(0, my_executable.size(), my_executable) == 0) continue;
     std::string listing;
     for (size_t k = 0; k < all.size(); ++k) {
       listing += "\n  " + device_of(world, k) + ": " + all[k].substr(all[k].find('|') + 1);

@@ -1,10 +1,16 @@
 """Functional collectives (torch.distributed._functional_collectives, what DTensor and FSDP2
 emit under torch.compile) in graphs compiled with backend="tpu".
 
-The host-staged transport cannot run inside an XLA program, so a graph with collectives is
-split at them: each run of other nodes becomes one compiled program (the same lowering as any
-graph), and the collectives (with their wait_tensor and getitem nodes) run eagerly between the
-programs through the process group's tpu backend, in graph order.
+When every group the graph's collectives use runs its collectives inside XLA programs (its ranks'
+devices are one PJRT world: torchtpu.distributed.transport(group) is "xla"), the collectives are
+lowered into the graph's one program like any other op (lowering/collectives.cpp): a compiled
+DDP/FSDP step is then one program per rank per step. `in_program_reason` says whether that holds.
+
+Otherwise (host-staged groups: several processes on XLA:CPU, TORCHTPU_COLLECTIVES=host, the
+in-place c10d ops) the graph is split at its collectives: each run of other nodes becomes one
+compiled program (the same lowering as any graph), and the collectives (with their wait_tensor
+and getitem nodes) run eagerly between the programs through the process group's tpu backend, in
+graph order.
 """
 
 from __future__ import annotations
@@ -29,6 +35,34 @@ def _is_collective(node: torch.fx.Node) -> bool:
 
 def has_collectives(gm: torch.fx.GraphModule) -> bool:
     return any(_is_collective(n) for n in gm.graph.nodes)
+
+
+def in_program_reason(gm: torch.fx.GraphModule) -> str | None:
+    """None when one program can hold every collective of `gm` on this thread's current tpu
+    device; else why the graph must be split at them."""
+    from torchtpu import _C
+
+    names: set[str] = set()
+    for n in gm.graph.nodes:
+        if not _is_collective(n) or n.target is operator.getitem:
+            continue
+        if n.target.namespace != "_c10d_functional":
+            return f"{n.target} has no lowering inside programs (only _c10d_functional ops do)"
+        if n.target is torch.ops._c10d_functional.wait_tensor.default:
+            continue
+        schema = n.target._schema
+        pos = next((i for i, a in enumerate(schema.arguments) if a.name == "group_name"), None)
+        if pos is None:
+            return f"{n.target} names no process group"
+        name = n.args[pos] if pos < len(n.args) else n.kwargs.get("group_name")
+        if not isinstance(name, str):
+            return f"{n.target}'s group is not a constant name ({name!r})"
+        names.add(name)
+    if not names:
+        return None
+    device = torch.tpu.current_device()
+    why = _C._plan_collectives(device, sorted(names))
+    return why or None
 
 
 def split_at_collectives(gm: torch.fx.GraphModule, compile_segment):
