@@ -862,6 +862,7 @@ std::unique_ptr<XlaTransport> select_transport(const c10::intrusive_ptr<c10d::St
     std::iota(global_ranks.begin(), global_ranks.end(), 0);
   }
   const int device_index = device::current_device();
+  runtime::forget_group(device_index, group_name);
   const std::string wanted = config::raw("TORCHTPU_COLLECTIVES").value_or("auto");
   TORCH_CHECK(wanted == "auto" || wanted == "host",
               "TORCHTPU_COLLECTIVES must be auto or host, "

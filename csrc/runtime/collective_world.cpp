@@ -179,6 +179,12 @@ void unregister_group(int device_index, const std::string& name, const std::stri
   if (it != r.groups.end() && it->second.uid == uid) r.groups.erase(it);
 }
 
+void forget_group(int device_index, const std::string& name) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> g(r.mu);
+  r.groups.erase({device_index, name});
+}
+
 std::optional<GroupLayout> find_group(int device_index, const std::string& name) {
   Registry& r = registry();
   std::lock_guard<std::mutex> g(r.mu);

@@ -55,6 +55,10 @@ struct GroupLayout {
 void register_group(int device_index, const std::string& name, GroupLayout layout);
 // Removes the registration of `name` made with `uid` (a later group of the same name keeps its).
 void unregister_group(int device_index, const std::string& name, const std::string& uid);
+// Removes any registration of `name` on `device_index`: a new group of that name is being made
+// there, and the old one (destroyed, though compiled graphs may still hold its backend) must not
+// serve it, whichever transport the new one gets.
+void forget_group(int device_index, const std::string& name);
 std::optional<GroupLayout> find_group(int device_index, const std::string& name);
 // Registers the default group's devices as every later group's world_devices on this rank.
 void set_world_devices(int device_index, std::vector<int64_t> devices);

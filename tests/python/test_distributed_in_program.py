@@ -487,3 +487,156 @@ def test_run_ranks_in_threads_returns_in_rank_order_and_reraises_the_first_failu
     import torch.distributed as dist
 
     assert not dist.is_initialized()
+
+
+# Compiled graphs: the collectives go inside the graph's one program.
+
+def _programs_per_rank(rank, barrier, fn):
+    """fn()'s result and the programs every rank launched while all ranks ran it once."""
+    torch.tpu.synchronize()
+    barrier.wait()
+    before = torchtpu.metrics()["executions"]
+    barrier.wait()
+    out = fn()
+    torch.tpu.synchronize()
+    barrier.wait()
+    launched = torchtpu.metrics()["executions"] - before
+    barrier.wait()
+    return out, launched / W
+
+
+def _collective_graphs(names_before):
+    """{graph name: how its collectives run} of the graphs compiled since `names_before`."""
+    from torchtpu import _dynamo
+
+    return {name: m["collectives"] for name, m in _dynamo.graph_metrics().items()
+            if "collectives" in m and name not in names_before}
+
+
+def test_compile_step_ddp_step_is_one_program_per_rank_and_trains_like_one_cpu_process(counted):
+    import torch.distributed as dist
+    import torch.distributed._functional_collectives as funcol
+    from torchtpu import _dynamo
+
+    barrier = threading.Barrier(W)
+    graphs_before = set(_dynamo.graph_metrics())
+    steps = 3
+
+    def body(rank):
+        dev = torch.device("tpu", rank)
+        model = _mlp().to(dev)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+        def step(x, y):
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            for p in model.parameters():  # DDP's gradient averaging, inside the program
+                p.grad.copy_(funcol.all_reduce(p.grad, "avg", dist.group.WORLD))
+            opt.step()
+            return funcol.all_reduce(loss.detach(), "avg", dist.group.WORLD)
+
+        compiled = torchtpu.compile_step(step, model, opt)
+        losses, per_rank = [], []
+        for s in range(steps):
+            x, y = multi_process._global_batch(W, s)
+            x, y = x.chunk(W)[rank].to(dev), y.chunk(W)[rank].to(dev)
+            loss, launched = _programs_per_rank(rank, barrier, lambda: compiled(x, y))
+            losses.append(loss.item())
+            per_rank.append(launched)
+        _check_training(losses, list(model.parameters()), W, steps, "compiled DDP step")
+        return per_rank
+
+    out = run_ranks_in_threads(body, W)
+    # The first step's grads do not exist before it: its own signature (installs .grad).
+    assert all(p == [1.0] * steps for p in out), f"programs per rank per step: {out}"
+    graphs = _collective_graphs(graphs_before)
+    assert graphs and set(graphs.values()) == {"in program"}, graphs
+    in_program, host_bytes = counted()
+    assert host_bytes == 0
+    # 4 gradients and the loss, per rank and step.
+    assert in_program == 5 * W * steps, in_program
+
+
+def _tp_forward(x, w, group):
+    """A tensor-parallel-like forward with every functional collective the lowering table has."""
+    import torch.distributed._functional_collectives as funcol
+
+    h = torch.relu(x @ w)                                            # column shard
+    full = funcol.all_gather_tensor(h, 0, group)                    # [W*4, 6]
+    summed = funcol.all_reduce(full * 2, "sum", group)
+    part = funcol.reduce_scatter_tensor(summed, "avg", 0, group)     # [4, 6]
+    swapped = funcol.all_to_all_single(part, None, None, group)      # [4, 6]
+    root = funcol.broadcast(swapped + 1, 2, group)
+    biggest = funcol.all_reduce(x, "max", group)
+    return root.sum(1) + biggest.sum(1)
+
+
+def _tp_inputs(rank, scale):
+    x = torch.randn(4, 5, generator=torch.Generator().manual_seed(rank)) * scale
+    return x, torch.randn(5, 6, generator=torch.Generator().manual_seed(10 + rank))
+
+
+def _tp_expected(rank, scale):
+    """_tp_forward of rank `rank`, computed on the CPU from every rank's inputs."""
+    inputs = [_tp_inputs(r, scale) for r in range(W)]
+    summed = torch.cat([torch.relu(x @ w) for x, w in inputs]) * 2 * W
+    parts = summed.chunk(W)  # each rank's reduce_scatter result (the avg of W equal copies)
+    swapped = [torch.cat([p.chunk(W)[r] for p in parts]) for r in range(W)]
+    root = swapped[2] + 1
+    return root.sum(1) + torch.stack([x for x, _ in inputs]).amax(0).sum(1)
+
+
+def test_torch_compile_lowers_functional_collectives_into_one_program(counted):
+    import torch.distributed as dist
+    from torchtpu import _dynamo
+
+    torch._dynamo.lookup_backend("tpu")  # registered once, before the ranks compile
+    barrier = threading.Barrier(W)
+    graphs_before = set(_dynamo.graph_metrics())
+
+    def body(rank):
+        forward = torch.compile(_tp_forward, backend="tpu", fullgraph=True)
+        dev = torch.device("tpu", rank)
+        for scale in (1.0, 2.0, 3.0):  # new values, the same program
+            x, w = _tp_inputs(rank, scale)
+            out, launched = _programs_per_rank(
+                rank, barrier, lambda: forward(x.to(dev), w.to(dev), dist.group.WORLD))
+            assert launched == 1.0, f"{launched} programs per rank"
+            _close(out, _tp_expected(rank, scale), f"compiled collectives, scale {scale}")
+        return True
+
+    compiled_before = torchtpu.metrics()["programs_compiled"]
+    assert run_ranks_in_threads(body, W) == [True] * W
+    graphs = _collective_graphs(graphs_before)
+    assert graphs and set(graphs.values()) == {"in program"}, graphs
+    # One module, shared by the ranks' graphs; the later calls' values compile nothing.
+    assert torchtpu.metrics()["programs_compiled"] - compiled_before <= 1
+    in_program, host_bytes = counted()
+    assert host_bytes == 0
+    assert in_program == 6 * W * 3, in_program
+
+
+def test_compiled_graph_is_split_at_collectives_of_a_host_staged_group(monkeypatch, counted):
+    import torch.distributed as dist
+    from torchtpu import _dynamo
+
+    torch._dynamo.lookup_backend("tpu")
+    graphs_before = set(_dynamo.graph_metrics())
+    monkeypatch.setenv("TORCHTPU_COLLECTIVES", "host")
+
+    def body(rank):
+        import torch.distributed._functional_collectives as funcol
+
+        f = torch.compile(lambda t: funcol.all_reduce(t * 2, "sum", dist.group.WORLD) + 1,
+                          backend="tpu")
+        out = f(torch.full((4,), float(rank + 1), device=torch.device("tpu", rank)))
+        _close(out, torch.full((4,), 2.0 * sum(range(1, W + 1)) + 1), "split graph")
+        return True
+
+    assert run_ranks_in_threads(body, W) == [True] * W
+    graphs = _collective_graphs(graphs_before)
+    assert graphs and all(how.startswith("split: ") and "stages through the host" in how
+                          for how in graphs.values()), graphs
+    in_program, host_bytes = counted()
+    assert in_program == 0 and host_bytes > 0
