@@ -6,6 +6,14 @@ per line, printed by rank 0.
 
     .venv/bin/python benchmarks/collectives.py [--min-kib 4] [--max-mib 64] [--iters 9]
 
+With --threads, the ranks are threads of one process (torchtpu.testing.run_ranks_in_threads),
+each on its own device of one PJRT client, and three transports run interleaved in the same run:
+the tpu backend's collectives inside XLA programs ("xla"), the tpu backend staging through the
+host over gloo (a group made under TORCHTPU_COLLECTIVES=host: "host_staged"), and gloo on CPU
+tensors ("gloo_cpu", the baseline). One line per (op, size) from rank 0, with the load average.
+
+    .venv/bin/python benchmarks/collectives.py --threads --world 4 [--max-mib 64]
+
 Bus bandwidth follows nccl-tests: all_reduce moves 2(n-1)/n of the buffer per rank, all_gather
 and reduce_scatter (n-1)/n of the full (gathered) buffer. Time is the median of --iters calls,
 each one complete (Work waited; for tpu the result is back in the tpu tensor).
@@ -15,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import socket
 import statistics
 import time
@@ -90,6 +99,98 @@ def _rank(args) -> None:
     dist.destroy_process_group()
 
 
+def _thread_rank(rank: int, args, barrier) -> None:
+    """One thread rank of --threads: xla vs host-staged vs gloo on CPU tensors, interleaved."""
+    import torch
+    import torch.distributed as dist
+
+    import torchtpu
+    import torchtpu.distributed as tdist
+
+    world = args.world
+    dev = torch.device("tpu", rank)
+    # A second tpu group that stages through the host: the transport is chosen when a group is
+    # made, from TORCHTPU_COLLECTIVES (one environment for all thread ranks: set around it).
+    barrier.wait()
+    if rank == 0:
+        os.environ["TORCHTPU_COLLECTIVES"] = "host"
+    barrier.wait()
+    staged = dist.new_group(backend="tpu")
+    barrier.wait()
+    if rank == 0:
+        del os.environ["TORCHTPU_COLLECTIVES"]
+    gloo = dist.new_group(backend="gloo")
+    transports = {"xla": (None, dev), "host_staged": (staged, dev),
+                  "gloo_cpu": (gloo, torch.device("cpu"))}
+    assert tdist.transport()[0] == "xla", tdist.transport()
+    assert tdist.transport(staged)[0] == "gloo", tdist.transport(staged)
+    size = args.min_kib * 1024
+    while size <= args.max_mib * 1024 * 1024:
+        n = size // 4  # float32 elements of the full buffer
+        for op in args.ops.split(","):
+            runs = {}
+            for name, (group, d) in transports.items():
+                full = torch.ones(n, device=d)
+                shard = torch.ones(n // world, device=d)
+                if op == "all_reduce":
+                    def call(full=full, group=group):
+                        dist.all_reduce(full, group=group)
+                elif op == "all_gather":
+                    def call(full=full, shard=shard, group=group):
+                        dist.all_gather_into_tensor(full, shard, group=group)
+                else:
+                    def call(full=full, shard=shard, group=group):
+                        dist.reduce_scatter_tensor(shard, full, group=group)
+
+                def run(call=call, d=d):
+                    call()
+                    if d.type == "tpu":  # complete: the result is in the tpu tensor
+                        torch.tpu.synchronize(d)
+
+                run()  # warm-up: program compiles, connections, staging buffers
+                runs[name] = run
+            names = list(runs)
+            times = {name: [] for name in names}
+            in_program = torchtpu.metrics()["collectives_in_program"]
+            for i in range(args.iters):
+                order = names[i % len(names):] + names[:i % len(names)]  # rotated each round
+                for name in order:
+                    barrier.wait()  # every rank starts together; no call waits for a late rank
+                    times[name].append(_timed(runs[name]))
+            barrier.wait()
+            ms = {name: statistics.median(t) * 1e3 for name, t in times.items()}
+            factor = 2 * (world - 1) / world if op == "all_reduce" else (world - 1) / world
+            if rank == 0:
+                print(json.dumps({
+                    "op": op, "bytes": size, "ranks": world, "ranks_are": "threads",
+                    "iters": args.iters,
+                    **{f"{name}_ms": v for name, v in ms.items()},
+                    **{f"{name}_busbw_gbps": size * factor / (v / 1e3) / 1e9
+                       for name, v in ms.items()},
+                    "xla_over_host_staged": ms["xla"] / ms["host_staged"],
+                    "xla_over_gloo_cpu": ms["xla"] / ms["gloo_cpu"],
+                    "host_staged_over_gloo_cpu": ms["host_staged"] / ms["gloo_cpu"],
+                    "programs_per_xla_call": 1,
+                    "collectives_in_program_all_ranks":
+                        torchtpu.metrics()["collectives_in_program"] - in_program,
+                    "load_1min": os.getloadavg()[0],
+                    "variant": args.variant,
+                }), flush=True)
+        size *= 4
+
+
+def _threads(args) -> None:
+    import threading
+
+    os.environ.setdefault("TORCHTPU_CPU_DEVICE_COUNT", str(args.world))
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    import torchtpu.testing
+
+    barrier = threading.Barrier(args.world)
+    torchtpu.testing.run_ranks_in_threads(lambda rank: _thread_rank(rank, args, barrier),
+                                          args.world)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--min-kib", type=int, default=4)
@@ -98,7 +199,12 @@ def main() -> None:
     parser.add_argument("--ops", default="all_reduce,all_gather,reduce_scatter")
     parser.add_argument("--variant", default="", help="a label stored in each line")
     ranks.add_arguments(parser)
+    parser.add_argument("--threads", action="store_true",
+                        help="ranks as threads of one process: xla vs host-staged vs gloo")
     args = parser.parse_args()
+    if args.threads:
+        _threads(args)
+        return
     if ranks.is_rank(args):
         _rank(args)
         return
