@@ -640,3 +640,27 @@ def test_compiled_graph_is_split_at_collectives_of_a_host_staged_group(monkeypat
                           for how in graphs.values()), graphs
     in_program, host_bytes = counted()
     assert in_program == 0 and host_bytes > 0
+
+
+def test_each_group_logs_its_transport_and_why(caplog, monkeypatch):
+    import logging
+
+    import torch.distributed as dist
+
+    def body(rank):
+        pairs = [dist.new_group([0, 2]), dist.new_group([1, 3])]
+        sub = pairs[rank % 2]
+        return torchtpu.distributed.transport(sub)[0]
+
+    with caplog.at_level(logging.INFO, logger="torchtpu.distributed"):
+        assert run_ranks_in_threads(body, W) == ["xla"] * W
+        monkeypatch.setenv("TORCHTPU_COLLECTIVES", "host")
+        run_ranks_in_threads(lambda rank: None, 2)
+    lines = [r.getMessage() for r in caplog.records if r.name == "torchtpu.distributed"]
+    in_program = [l for l in lines if "collectives inside XLA programs" in l]
+    staged = [l for l in lines if "host staging over gloo: TORCHTPU_COLLECTIVES=host" in l]
+    # The 4 ranks' default group and their pair groups (new_group is called by every rank for
+    # both pairs: 2 groups x 2 members); then 2 staged ranks.
+    assert len(in_program) == W + W, lines
+    assert all("devices [" in l and "threads of this process" in l for l in in_program), lines
+    assert len(staged) == 2, lines

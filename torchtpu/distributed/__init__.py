@@ -5,10 +5,13 @@
     torch.tpu.set_device(torchtpu.distributed.local_device())
 
 The backend is C++ (csrc/distributed/tpu_backend.h), so DDP, FSDP2, DTensor and the functional
-collectives find it by device type like NCCL. Its transport today stages through the host: the
-tpu inputs are copied to host memory, torch's own ProcessGroupGloo (made here over the group's
-store) runs the collective, and the results are handed to the tpu tensors (on XLA:CPU they take
-the host buffers over, without a copy) before the returned Work completes. CPU tensors given to it go to gloo as they are.
+collectives find it by device type like NCCL. Its transport is chosen per group when the group is
+made (`transport(group)` says which and why): collectives inside XLA programs when the ranks'
+devices are distinct devices of one PJRT world (today: thread ranks of one process,
+torchtpu.testing.run_ranks_in_threads), else host staging: the tpu inputs are copied to host
+memory, torch's own ProcessGroupGloo (made here over the group's store) runs the collective, and
+the results are handed to the tpu tensors (on XLA:CPU they take the host buffers over, without a
+copy) before the returned Work completes. CPU tensors given to it go to gloo as they are.
 """
 
 from __future__ import annotations
