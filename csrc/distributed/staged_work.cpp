@@ -127,7 +127,8 @@ void CompletionQueue::run() {
         // The host copy is not used again: the device tensor may take its memory (XLA:CPU).
         aten::copy_from_lent_host(p.device_outputs[i], p.host_outputs[i]);
         stats_->to_device_bytes += static_cast<int64_t>(p.host_outputs[i].nbytes());
-        runtime::metrics().collective_host_bytes += static_cast<int64_t>(p.host_outputs[i].nbytes());
+        runtime::metrics().collective_host_bytes +=
+            static_cast<int64_t>(p.host_outputs[i].nbytes());
       }
       stats_->host_wait_ns += t1 - t0;
       stats_->to_device_ns += now_ns() - t1;

@@ -56,9 +56,9 @@ class XlaTransport {
                                                      const std::vector<at::Tensor>& inputs,
                                                      const c10d::ReduceOp& op);
   // outputs[i] = the reduction of every rank's inputs[i][my rank].
-  c10::intrusive_ptr<c10d::Work> reduce_scatter(
-      const std::vector<at::Tensor>& outputs, const std::vector<std::vector<at::Tensor>>& inputs,
-      const c10d::ReduceOp& op);
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(const std::vector<at::Tensor>& outputs,
+                                                const std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceOp& op);
   c10::intrusive_ptr<c10d::Work> alltoall_single(at::Tensor& output, const at::Tensor& input,
                                                  const std::vector<int64_t>& output_splits,
                                                  const std::vector<int64_t>& input_splits);
@@ -110,7 +110,6 @@ class XlaTransport {
 std::unique_ptr<XlaTransport> select_transport(const c10::intrusive_ptr<c10d::Store>& store,
                                                int rank, int size, const std::string& group_name,
                                                std::vector<int64_t> global_ranks,
-                                               std::chrono::milliseconds timeout,
-                                               std::string* why);
+                                               std::chrono::milliseconds timeout, std::string* why);
 
 }  // namespace torchtpu::distributed

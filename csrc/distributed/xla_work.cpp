@@ -16,7 +16,8 @@ bool await_buffer(const device::BufferPtr& buffer, Clock::time_point deadline) {
         0, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
   };
   // A queued launch's output exists once the launch reached PJRT.
-  if (!buffer->ready() && !buffer->wait_for(static_cast<int>(std::min<int64_t>(left_ms(), 1 << 30)))) {
+  if (!buffer->ready() &&
+      !buffer->wait_for(static_cast<int>(std::min<int64_t>(left_ms(), 1 << 30)))) {
     return false;
   }
   std::unique_ptr<pjrt::Event> event = buffer->ready_event();  // raw(): raises a failed launch

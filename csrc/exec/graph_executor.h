@@ -57,7 +57,7 @@ class GraphExecutable {
   std::vector<std::pair<int, int>> results_;
   mutable std::mutex mutex_;
   runtime::ProgramCache<Entry> cache_;
-  std::string structure_;  // exec::structure_hash of spec_, made at the first miss
+  std::string structure_;     // exec::structure_hash of spec_, made at the first miss
   bool collectives_ = false;  // a node is a collective (lowering::kCollective)
   GraphStats stats_;
 };

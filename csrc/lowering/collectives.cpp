@@ -9,6 +9,8 @@
 // Every replica runs the same module, so a rank-dependent result (broadcast's root, reduce's
 // root, a permute's targets) is a select on the replica's position in its group, computed from
 // stablehlo.replica_id in the program.
+#include "stablehlo/collectives.h"
+
 #include <c10/util/Exception.h>
 
 #include <string>
@@ -16,7 +18,6 @@
 
 #include "lowering/common.h"
 #include "lowering/lowering.h"
-#include "stablehlo/collectives.h"
 #include "stablehlo/ops.h"
 
 namespace torchtpu::lowering {
@@ -64,7 +65,8 @@ Reduction reduction_of(const LoweringContext& ctx, const std::string& op, Elemen
   if (op == "sum") return {ReduceKind::kSum, false};
   if (op == "avg") {
     TORCH_CHECK(!integral, "torchtpu: ", ctx.schema().name(),
-                ": ReduceOp.AVG needs a floating point tensor, got ", c10::toString(to_scalar_type(t)));
+                ": ReduceOp.AVG needs a floating point tensor, got ",
+                c10::toString(to_scalar_type(t)));
     return {ReduceKind::kSum, true};
   }
   if (op == "product") return {ReduceKind::kProduct, false};
@@ -73,7 +75,9 @@ Reduction reduction_of(const LoweringContext& ctx, const std::string& op, Elemen
   if (op == "band" || op == "bor" || op == "bxor") {
     TORCH_CHECK(integral, "torchtpu: ", ctx.schema().name(), ": ReduceOp.", op,
                 " needs an integer or bool tensor, got ", c10::toString(to_scalar_type(t)));
-    return {op == "band" ? ReduceKind::kAnd : op == "bor" ? ReduceKind::kOr : ReduceKind::kXor,
+    return {op == "band"  ? ReduceKind::kAnd
+            : op == "bor" ? ReduceKind::kOr
+                          : ReduceKind::kXor,
             false};
   }
   TORCH_CHECK(false, "torchtpu: ", ctx.schema().name(), ": unknown reduce op '", op, "'");
@@ -94,14 +98,15 @@ Value bitwise_reduce_all(FunctionBuilder& b, Value x, ReduceKind kind,
   std::vector<int64_t> row = x.shape();
   row.insert(row.begin(), 1);
   Value all = shlo::all_gather(b, b.reshape(x, row), 0, groups);
-  const char* op = kind == ReduceKind::kAnd ? "stablehlo.and"
+  const char* op = kind == ReduceKind::kAnd  ? "stablehlo.and"
                    : kind == ReduceKind::kOr ? "stablehlo.or"
                                              : "stablehlo.xor";
   const TensorType scalar(x.dtype(), {});
   // and: all bits set (-1, or true); or, xor: none.
   Value init = kind != ReduceKind::kAnd ? b.constant_int(0, scalar)
-               : x.dtype() == ElementType::kPred ? b.constant_int(1, scalar)
-               : b.unary("stablehlo.not", b.constant_int(0, scalar));
+               : x.dtype() == ElementType::kPred
+                   ? b.constant_int(1, scalar)
+                   : b.unary("stablehlo.not", b.constant_int(0, scalar));
   return b.reduce_simple(all, init, {0}, op);
 }
 
@@ -157,9 +162,9 @@ Value broadcast_from(LoweringContext& ctx, Value x, int64_t root, const ReplicaG
   TORCH_CHECK_NOT_IMPLEMENTED(!shlo::is_complex(x.dtype()), "torchtpu: ", ctx.schema().name(),
                               " of complex tensors inside a program");
   const bool pred = x.dtype() == ElementType::kPred;
-  Value bits = pred ? b.convert(x, ElementType::kU8)
-                    : (shlo::is_integer(x.dtype()) ? x
-                                                   : b.bitcast_convert(x, bits_type(x.dtype())));
+  Value bits = pred
+                   ? b.convert(x, ElementType::kU8)
+                   : (shlo::is_integer(x.dtype()) ? x : b.bitcast_convert(x, bits_type(x.dtype())));
   Value is_root = at_position(b, groups, ctx.num_replicas(), root);
   Value mine = b.select(b.broadcast_to(is_root, bits.shape()), bits, zeros(b, bits.type));
   Value all = shlo::all_reduce(b, mine, ReduceKind::kSum, groups);
@@ -188,7 +193,8 @@ std::vector<Value> lower_all_reduce_coalesced(LoweringContext& ctx) {
 }
 
 // Gathers along dim 0 (a 0-d input gathers into a vector), shaped as torch says.
-Value gather_one(LoweringContext& ctx, Value x, const ReplicaGroups& groups, const TensorType& out) {
+Value gather_one(LoweringContext& ctx, Value x, const ReplicaGroups& groups,
+                 const TensorType& out) {
   if (x.rank() == 0) x = ctx.b.reshape(x, {1});
   return ctx.b.reshape(shlo::all_gather(ctx.b, x, 0, groups), out.shape);
 }
@@ -203,15 +209,17 @@ std::vector<Value> lower_all_gather_into_tensor_coalesced(LoweringContext& ctx) 
   const ReplicaGroups& groups = groups_of(ctx);
   check_group_size(ctx, groups);
   std::vector<Value> in = ctx.tensor_list(0), out;
-  for (size_t i = 0; i < in.size(); ++i) out.push_back(gather_one(ctx, in[i], groups, ctx.out_type(i)));
+  for (size_t i = 0; i < in.size(); ++i)
+    out.push_back(gather_one(ctx, in[i], groups, ctx.out_type(i)));
   return out;
 }
 
 Value scatter_one(LoweringContext& ctx, Value x, const ReplicaGroups& groups) {
   const Reduction r = reduction_of(ctx, string_arg(ctx, "reduce_op"), x.dtype());
-  TORCH_CHECK(x.rank() > 0 && x.shape()[0] % group_size(groups) == 0, "torchtpu: ",
-              ctx.schema().name(), ": the input's first dimension (", x.rank() ? x.shape()[0] : 0,
-              ") must split into ", group_size(groups), " equal parts");
+  TORCH_CHECK(x.rank() > 0 && x.shape()[0] % group_size(groups) == 0,
+              "torchtpu: ", ctx.schema().name(), ": the input's first dimension (",
+              x.rank() ? x.shape()[0] : 0, ") must split into ", group_size(groups),
+              " equal parts");
   if (bitwise(r.kind)) {
     // The whole reduction, then this rank's part of it.
     Value all = bitwise_reduce_all(ctx.b, x, r.kind, groups);
@@ -298,14 +306,15 @@ std::vector<Value> lower_c10d_scatter(LoweringContext& ctx) {
   const int64_t root = ctx.int_arg(ctx.index_of("root"));
   TORCH_CHECK(root >= 0 && root < group_size(groups), "torchtpu: scatter: root rank ", root,
               " is not in a group of ", group_size(groups), " ranks");
-  TORCH_CHECK(x.rank() > 0 && x.shape()[0] == group_size(groups), "torchtpu: scatter: ",
-              x.type.str(), " does not hold one row per rank of a group of ", group_size(groups));
+  TORCH_CHECK(x.rank() > 0 && x.shape()[0] == group_size(groups),
+              "torchtpu: scatter: ", x.type.str(), " does not hold one row per rank of a group of ",
+              group_size(groups));
   TORCH_CHECK_NOT_IMPLEMENTED(!shlo::is_complex(x.dtype()),
                               "torchtpu: scatter of complex tensors inside a program");
   const bool pred = x.dtype() == ElementType::kPred;
-  Value bits = pred ? b.convert(x, ElementType::kU8)
-                    : (shlo::is_integer(x.dtype()) ? x
-                                                   : b.bitcast_convert(x, bits_type(x.dtype())));
+  Value bits = pred
+                   ? b.convert(x, ElementType::kU8)
+                   : (shlo::is_integer(x.dtype()) ? x : b.bitcast_convert(x, bits_type(x.dtype())));
   Value is_root = at_position(b, groups, ctx.num_replicas(), root);
   Value mine = b.select(b.broadcast_to(is_root, bits.shape()), bits, zeros(b, bits.type));
   Value row = shlo::reduce_scatter(b, mine, 0, ReduceKind::kSum, groups);
@@ -342,9 +351,9 @@ std::vector<Value> lower_c10d_permute(LoweringContext& ctx) {
   Value table =
       shlo::constant_values(b, is_target, TensorType(ElementType::kS32, {ctx.num_replicas()}));
   Value id = b.convert(shlo::replica_id(b), ElementType::kS32);
-  Value mine = b.compare(b.reshape(shlo::dynamic_slice(b, table, {id}, {1}), {}),
-                         b.constant_int(0, TensorType(ElementType::kS32, {})),
-                         shlo::CompareDirection::kNE);
+  Value mine =
+      b.compare(b.reshape(shlo::dynamic_slice(b, table, {id}, {1}), {}),
+                b.constant_int(0, TensorType(ElementType::kS32, {})), shlo::CompareDirection::kNE);
   return {b.select(b.broadcast_to(mine, x.shape()), moved, x)};
 }
 
@@ -352,8 +361,7 @@ constexpr uint32_t kFlags = kGraphOnly | kCollective;
 
 TORCHTPU_LOWERING("_c10d_functional::all_reduce", lower_all_reduce, kFlags);
 TORCHTPU_LOWERING("_c10d_functional::all_reduce_coalesced", lower_all_reduce_coalesced, kFlags);
-TORCHTPU_LOWERING("_c10d_functional::all_gather_into_tensor", lower_all_gather_into_tensor,
-                  kFlags);
+TORCHTPU_LOWERING("_c10d_functional::all_gather_into_tensor", lower_all_gather_into_tensor, kFlags);
 TORCHTPU_LOWERING("_c10d_functional::all_gather_into_tensor_coalesced",
                   lower_all_gather_into_tensor_coalesced, kFlags);
 TORCHTPU_LOWERING("_c10d_functional::reduce_scatter_tensor", lower_reduce_scatter_tensor, kFlags);

@@ -54,19 +54,19 @@ std::string portable_compile_options() {
 std::string replicated_compile_options(const std::vector<int64_t>& device_ids) {
   if (device_ids.empty()) throw Error("replicated_compile_options: no devices");
   const auto replicas = static_cast<int64_t>(device_ids.size());
-  std::string computation;                          // xla.DeviceAssignmentProto.ComputationDevice
-  put_packed_int64s(&computation, 1, device_ids);   // replica_device_ids, replica order
-  std::string assignment;                           // xla.DeviceAssignmentProto
-  put_int64(&assignment, 1, replicas);              // replica_count
-  put_int64(&assignment, 2, 1);                     // computation_count
-  put_message(&assignment, 3, computation);         // computation_devices
-  std::string build_options;                        // xla.ExecutableBuildOptionsProto
-  put_int64(&build_options, 1, -1);                 // device_ordinal: the assignment decides
-  put_int64(&build_options, 4, replicas);           // num_replicas
-  put_int64(&build_options, 5, 1);                  // num_partitions
-  put_message(&build_options, 9, assignment);       // device_assignment
-  std::string options;                              // xla.CompileOptionsProto
-  put_message(&options, 3, build_options);          // executable_build_options
+  std::string computation;                         // xla.DeviceAssignmentProto.ComputationDevice
+  put_packed_int64s(&computation, 1, device_ids);  // replica_device_ids, replica order
+  std::string assignment;                          // xla.DeviceAssignmentProto
+  put_int64(&assignment, 1, replicas);             // replica_count
+  put_int64(&assignment, 2, 1);                    // computation_count
+  put_message(&assignment, 3, computation);        // computation_devices
+  std::string build_options;                       // xla.ExecutableBuildOptionsProto
+  put_int64(&build_options, 1, -1);                // device_ordinal: the assignment decides
+  put_int64(&build_options, 4, replicas);          // num_replicas
+  put_int64(&build_options, 5, 1);                 // num_partitions
+  put_message(&build_options, 9, assignment);      // device_assignment
+  std::string options;                             // xla.CompileOptionsProto
+  put_message(&options, 3, build_options);         // executable_build_options
   return options;
 }
 

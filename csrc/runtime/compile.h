@@ -26,8 +26,8 @@ class Program : public std::enable_shared_from_this<Program> {
   // every replica's call passes the same `launch_id` (runtime/collective_world.h).
   pjrt::ExecuteResult execute(const std::vector<PJRT_Buffer*>& args, const pjrt::Device& device,
                               int launch_id = 0) const;
-  pjrt::ExecuteResult execute(PJRT_Buffer* const* args, size_t num_args,
-                              const pjrt::Device& device, int launch_id = 0) const;
+  pjrt::ExecuteResult execute(PJRT_Buffer* const* args, size_t num_args, const pjrt::Device& device,
+                              int launch_id = 0) const;
   const std::string& signature() const { return signature_; }
   // One atomic load: the launch fast path asks it for every op.
   bool ready() const { return state_.load(std::memory_order_acquire) == kReady; }

@@ -61,7 +61,8 @@ void run(Launch& l) {
     std::vector<PJRT_Buffer*> raw;
     raw.reserve(l.args.size());
     for (const auto& a : l.args) raw.push_back(a->raw());  // a failed input throws its error
-    pjrt::ExecuteResult r = l.program->execute(raw.data(), raw.size(), get().device(l.device), l.launch_id);
+    pjrt::ExecuteResult r =
+        l.program->execute(raw.data(), raw.size(), get().device(l.device), l.launch_id);
     metrics().executions++;
     if (r.outputs.size() != l.outputs.size()) {
       error = "torchtpu: " + l.program->signature() + " returned " +

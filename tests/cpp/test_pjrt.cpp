@@ -132,15 +132,15 @@ TEST(PjrtHelpers, PortableCompileOptionsWireFormat) {
 
 TEST(PjrtHelpers, ReplicatedCompileOptionsWireFormat) {
   const std::string expected(
-      "\x1a\x1b"                                            // field 3, 27 bytes
+      "\x1a\x1b"                                      // field 3, 27 bytes
       "\x08\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01"  // device_ordinal = -1
-      "\x20\x02"                                            // num_replicas = 2
-      "\x28\x01"                                            // num_partitions = 1
-      "\x4a\x0a"                                            // device_assignment, 10 bytes
-      "\x08\x02"                                            //   replica_count = 2
-      "\x10\x01"                                            //   computation_count = 1
-      "\x1a\x04"                                            //   computation_devices, 4 bytes
-      "\x0a\x02\x03\x01",                                 //     replica_device_ids [3, 1]
+      "\x20\x02"                                      // num_replicas = 2
+      "\x28\x01"                                      // num_partitions = 1
+      "\x4a\x0a"                                      // device_assignment, 10 bytes
+      "\x08\x02"                                      //   replica_count = 2
+      "\x10\x01"                                      //   computation_count = 1
+      "\x1a\x04"                                      //   computation_devices, 4 bytes
+      "\x0a\x02\x03\x01",                             //     replica_device_ids [3, 1]
       29);
   EXPECT_EQ(replicated_compile_options({3, 1}), expected);
   EXPECT_THROW(replicated_compile_options({}), Error);
