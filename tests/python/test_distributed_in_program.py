@@ -664,3 +664,70 @@ def test_each_group_logs_its_transport_and_why(caplog, monkeypatch):
     assert len(in_program) == W + W, lines
     assert all("devices [" in l and "threads of this process" in l for l in in_program), lines
     assert len(staged) == 2, lines
+
+
+class _Shards(torch.nn.Module):
+    """Each parameter of a model as its rank-th flat shard, padded to W parts (FSDP's layout)."""
+
+    def __init__(self, model, rank):
+        super().__init__()
+        self.layout = {}  # parameter name -> (attribute, shape, numel)
+        for name, p in model.named_parameters():
+            flat = p.detach().reshape(-1)
+            flat = torch.cat([flat, flat.new_zeros((-flat.numel()) % W)])
+            attr = name.replace(".", "_")
+            self.layout[name] = (attr, p.shape, p.numel())
+            self.register_parameter(attr, torch.nn.Parameter(flat.chunk(W)[rank].clone()))
+
+
+def test_compile_step_fsdp_step_is_one_program_per_rank_and_trains_like_one_cpu_process(counted):
+    """ZeRO-3 / FSDP written with functional collectives: each step all-gathers the parameters
+    (whose backward reduce-scatters the gradients), inside one program per rank."""
+    import torch.distributed as dist
+    import torch.distributed._functional_collectives as funcol
+    from torch.func import functional_call
+
+    barrier = threading.Barrier(W)
+    steps = 3
+
+    def body(rank):
+        dev = torch.device("tpu", rank)
+        model = _mlp()
+        shards = _Shards(model, rank).to(dev)
+        model = model.to("meta")  # structure only: the step gathers its parameters
+        opt = torch.optim.SGD(shards.parameters(), lr=0.1)
+
+        def step(x, y):
+            params = {}
+            for name, (attr, shape, numel) in shards.layout.items():
+                full = funcol.all_gather_tensor_autograd(getattr(shards, attr), 0,
+                                                         dist.group.WORLD)
+                params[name] = full[:numel].reshape(shape)
+            loss = torch.nn.functional.mse_loss(functional_call(model, params, (x,)), y)
+            opt.zero_grad()
+            loss.backward()
+            for p in shards.parameters():
+                p.grad.div_(W)  # the gather's backward summed the ranks' gradients
+            opt.step()
+            return funcol.all_reduce(loss.detach(), "avg", dist.group.WORLD)
+
+        compiled = torchtpu.compile_step(step, shards, opt)
+        losses, per_rank = [], []
+        for s in range(steps):
+            x, y = multi_process._global_batch(W, s)
+            x, y = x.chunk(W)[rank].to(dev), y.chunk(W)[rank].to(dev)
+            loss, launched = _programs_per_rank(rank, barrier, lambda: compiled(x, y))
+            losses.append(loss.item())
+            per_rank.append(launched)
+        return losses, per_rank, {n: getattr(shards, a).detach().cpu()
+                                  for n, (a, _, _) in shards.layout.items()}, shards.layout
+
+    out = run_ranks_in_threads(body, W)
+    assert all(per_rank == [1.0] * steps for _, per_rank, _, _ in out), [o[1] for o in out]
+    params = []
+    for name, (_, shape, numel) in out[0][3].items():
+        params.append(torch.cat([o[2][name] for o in out])[:numel].reshape(shape).to("tpu"))
+    _check_training(out[0][0], params, W, steps, "compiled FSDP step")
+    in_program, host_bytes = counted()
+    assert host_bytes == 0
+    assert in_program > 0
