@@ -35,7 +35,12 @@ def test_descriptors_state_each_ops_facts():
     # Eager copy_ lowers aten::copy; a compiled graph keeps copy_ to write a mutated input.
     assert facts["aten::copy"] == ["complex"]
     assert facts["aten::copy_"] == ["complex", "graph_only", "overwrites_self"]
-    assert all(set(f) <= {"complex", "graph_only", "overwrites_self"} for f in facts.values())
+    # Collectives inside programs (lowering/collectives.cpp): graph-only, as the eager op goes to
+    # the process group, which builds its programs from the same lowerings.
+    assert facts["_c10d_functional::all_reduce"] == ["graph_only", "collective"]
+    assert facts["_c10d_functional::wait_tensor"] == ["complex", "graph_only"]
+    assert all(set(f) <= {"complex", "graph_only", "overwrites_self", "collective"}
+               for f in facts.values())
 
 
 def test_ops_page_is_generated_from_the_descriptors():
