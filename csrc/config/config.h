@@ -1,8 +1,8 @@
 // Every environment variable torchtpu reads, declared once (config.cpp) with its default and a
 // doc line. C++ code reads them only through these functions; the Python package reads the few
 // it needs before the extension loads, and they are declared here too. scripts/env_table.py
-// prints the README's table from the declarations; tests/python/test_config.py checks that the
-// table is current and that no code reads an undeclared variable.
+// prints the table in docs/debugging.md from the declarations; tests/python/test_config.py checks
+// that the table is current and that no code reads an undeclared variable.
 #pragma once
 
 #include <cstdint>
@@ -14,11 +14,11 @@ namespace torchtpu::config {
 
 struct Variable {
   const char* name;
-  const char* default_value;  // as the README shows it ("" = unset)
+  const char* default_value;  // as docs/debugging.md shows it ("" = unset)
   const char* doc;            // one line
 };
 
-// The declarations, in the README's order.
+// The declarations, in docs/debugging.md's order.
 const std::vector<Variable>& variables();
 
 // The variable's value from the environment, nullopt when unset or empty. Throws

@@ -126,7 +126,7 @@ PYBIND11_MODULE(_C, m) {
     exec::replay_signature(r);
   });
   m.def("_cache_dir", &runtime::disk_cache_dir);
-  // (name, default, doc) of every declared environment variable: the README's table and
+  // (name, default, doc) of every declared environment variable: docs/debugging.md's table and
   // torchtpu._config check themselves against it.
   m.def("_config_variables", [] {
     std::vector<std::tuple<std::string, std::string, std::string>> out;
