@@ -152,6 +152,24 @@ ElementType bits_type(ElementType t) {
   }
 }
 
+// `sum` (an integer-sum collective) over the root's bits and the other ranks' zeros, back in x's
+// type: the root's values bit for bit (no float rounding, NaN payloads and signed zeros kept).
+// Shared by broadcast (all_reduce) and scatter (reduce_scatter).
+template <typename IntegerSum>
+Value sum_of_root_bits(LoweringContext& ctx, Value x, int64_t root, const ReplicaGroups& groups,
+                       IntegerSum sum) {
+  FunctionBuilder& b = ctx.b;
+  const bool pred = x.dtype() == ElementType::kPred;
+  Value bits = pred
+                   ? b.convert(x, ElementType::kU8)
+                   : (shlo::is_integer(x.dtype()) ? x : b.bitcast_convert(x, bits_type(x.dtype())));
+  Value is_root = at_position(b, groups, ctx.num_replicas(), root);
+  Value mine = b.select(b.broadcast_to(is_root, bits.shape()), bits, zeros(b, bits.type));
+  Value got = sum(mine);
+  if (pred) return b.compare(got, zeros(b, got.type), shlo::CompareDirection::kNE);
+  return shlo::is_integer(x.dtype()) ? got : b.bitcast_convert(got, x.dtype());
+}
+
 // The group's `root` operand on every replica, bit for bit: the root contributes its bits and
 // the others zeros to an integer sum (one collective, no float rounding, NaN payloads and
 // signed zeros kept).
@@ -161,15 +179,9 @@ Value broadcast_from(LoweringContext& ctx, Value x, int64_t root, const ReplicaG
               ": root rank ", root, " is not in a group of ", group_size(groups), " ranks");
   TORCH_CHECK_NOT_IMPLEMENTED(!shlo::is_complex(x.dtype()), "torchtpu: ", ctx.schema().name(),
                               " of complex tensors inside a program");
-  const bool pred = x.dtype() == ElementType::kPred;
-  Value bits = pred
-                   ? b.convert(x, ElementType::kU8)
-                   : (shlo::is_integer(x.dtype()) ? x : b.bitcast_convert(x, bits_type(x.dtype())));
-  Value is_root = at_position(b, groups, ctx.num_replicas(), root);
-  Value mine = b.select(b.broadcast_to(is_root, bits.shape()), bits, zeros(b, bits.type));
-  Value all = shlo::all_reduce(b, mine, ReduceKind::kSum, groups);
-  if (pred) return b.compare(all, zeros(b, all.type), shlo::CompareDirection::kNE);
-  return shlo::is_integer(x.dtype()) ? all : b.bitcast_convert(all, x.dtype());
+  return sum_of_root_bits(ctx, x, root, groups, [&](Value mine) {
+    return shlo::all_reduce(b, mine, ReduceKind::kSum, groups);
+  });
 }
 
 const std::string& string_arg(const LoweringContext& ctx, const char* name) {
@@ -311,15 +323,9 @@ std::vector<Value> lower_c10d_scatter(LoweringContext& ctx) {
               group_size(groups));
   TORCH_CHECK_NOT_IMPLEMENTED(!shlo::is_complex(x.dtype()),
                               "torchtpu: scatter of complex tensors inside a program");
-  const bool pred = x.dtype() == ElementType::kPred;
-  Value bits = pred
-                   ? b.convert(x, ElementType::kU8)
-                   : (shlo::is_integer(x.dtype()) ? x : b.bitcast_convert(x, bits_type(x.dtype())));
-  Value is_root = at_position(b, groups, ctx.num_replicas(), root);
-  Value mine = b.select(b.broadcast_to(is_root, bits.shape()), bits, zeros(b, bits.type));
-  Value row = shlo::reduce_scatter(b, mine, 0, ReduceKind::kSum, groups);
-  if (pred) return {b.compare(row, zeros(b, row.type), shlo::CompareDirection::kNE)};
-  return {shlo::is_integer(x.dtype()) ? row : b.bitcast_convert(row, x.dtype())};
+  return {sum_of_root_bits(ctx, x, root, groups, [&](Value mine) {
+    return shlo::reduce_scatter(b, mine, 0, ReduceKind::kSum, groups);
+  })};
 }
 
 // `pairs` = [source, target, ...] in group ranks: each target receives its source's input,
