@@ -491,6 +491,19 @@ def test_run_ranks_in_threads_returns_in_rank_order_and_reraises_the_first_failu
 
 # Compiled graphs: the collectives go inside the graph's one program.
 
+def _train_steps(compiled, rank, barrier, dev, steps):
+    """compiled(x, y) on this rank's chunk of each step's global batch: the losses, and the
+    programs every rank launched per step."""
+    losses, per_rank = [], []
+    for s in range(steps):
+        x, y = multi_process._global_batch(W, s)
+        x, y = x.chunk(W)[rank].to(dev), y.chunk(W)[rank].to(dev)
+        loss, launched = _programs_per_rank(rank, barrier, lambda: compiled(x, y))
+        losses.append(loss.item())
+        per_rank.append(launched)
+    return losses, per_rank
+
+
 def _programs_per_rank(rank, barrier, fn):
     """fn()'s result and the programs every rank launched while all ranks ran it once."""
     torch.tpu.synchronize()
@@ -537,13 +550,7 @@ def test_compile_step_ddp_step_is_one_program_per_rank_and_trains_like_one_cpu_p
             return funcol.all_reduce(loss.detach(), "avg", dist.group.WORLD)
 
         compiled = torchtpu.compile_step(step, model, opt)
-        losses, per_rank = [], []
-        for s in range(steps):
-            x, y = multi_process._global_batch(W, s)
-            x, y = x.chunk(W)[rank].to(dev), y.chunk(W)[rank].to(dev)
-            loss, launched = _programs_per_rank(rank, barrier, lambda: compiled(x, y))
-            losses.append(loss.item())
-            per_rank.append(launched)
+        losses, per_rank = _train_steps(compiled, rank, barrier, dev, steps)
         _check_training(losses, list(model.parameters()), W, steps, "compiled DDP step")
         return per_rank
 
@@ -712,13 +719,7 @@ def test_compile_step_fsdp_step_is_one_program_per_rank_and_trains_like_one_cpu_
             return funcol.all_reduce(loss.detach(), "avg", dist.group.WORLD)
 
         compiled = torchtpu.compile_step(step, shards, opt)
-        losses, per_rank = [], []
-        for s in range(steps):
-            x, y = multi_process._global_batch(W, s)
-            x, y = x.chunk(W)[rank].to(dev), y.chunk(W)[rank].to(dev)
-            loss, launched = _programs_per_rank(rank, barrier, lambda: compiled(x, y))
-            losses.append(loss.item())
-            per_rank.append(launched)
+        losses, per_rank = _train_steps(compiled, rank, barrier, dev, steps)
         return losses, per_rank, {n: getattr(shards, a).detach().cpu()
                                   for n, (a, _, _) in shards.layout.items()}, shards.layout
 
