@@ -2,6 +2,7 @@
 // where a region runs (exec/fused_eager.h). Running a region is exec/fused_run.cpp.
 #include "exec/fused_eager.h"
 
+#include <ATen/ops/empty.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>
@@ -15,6 +16,8 @@
 #include "device/storage.h"
 #include "exec/executor.h"
 #include "exec/fused_region.h"
+#include "exec/host_transfer.h"
+#include "lowering/lowering.h"
 #include "runtime/metrics.h"
 #include "runtime/program_cache.h"
 #include "runtime/runtime.h"
@@ -76,6 +79,39 @@ Counters& counters() {
 std::atomic<CaptureLocation> capture_hook{nullptr};
 std::atomic<DescribeLocation> describe_hook{nullptr};
 
+// A filled constant uploaded rather than computed by a program: at most this many bytes.
+constexpr size_t kMaxConstantUpload = 4096;
+
+// A read of a storage whose pending value is a constant (Region::constants): gives the reader
+// that value without running the region, which stays pending. A never-written storage filled
+// with zeros reads as zeros already (every program folds a storage without a buffer as zeros);
+// another small constant is uploaded into it once. The region's own fill still runs later and
+// writes the same value; it reads nothing of the storage (a whole-storage write), so a reader
+// that donated the uploaded buffer meanwhile does no harm. False: the region must run.
+bool read_constant(Region& r, const device::StorageHandle& h) {
+  Constant* found = nullptr;
+  for (auto& [st, constant] : r.constants) {
+    if (st->data_ptr().get_context() == &h) found = &constant;
+  }
+  if (found == nullptr) return false;
+  Constant& c = *found;
+  if (c.landed) return true;
+  // Inside the region's scope (the caller's InsideRegion): neither reads nor writes the region.
+  auto& handle = const_cast<device::StorageHandle&>(h);
+  const bool zero = c.value.isBoolean() ? !c.value.toBool()
+                    : c.value.isComplex() ? c.value.toComplexDouble() == c10::complex<double>()
+                    : c.value.isFloatingPoint() ? c.value.toDouble() == 0.0
+                                                : c.value.toLong() == 0;
+  if (zero && !handle.buffer()) return true;
+  at::Tensor host = at::empty(c.sizes, at::TensorOptions().dtype(c.dtype));
+  if (host.nbytes() > kMaxConstantUpload) return false;
+  host.fill_(c.value);  // the CPU's fill_: the same conversion as the op's
+  handle.set_buffer(upload_lent(host, h.device_index()), device::buffer_dims(host.sizes()),
+                    lowering::to_element_type(c.dtype));
+  c.landed = true;
+  return true;
+}
+
 // A storage access outside the recorder: run the region that defers it first, so the reader
 // sees its results and a writer lands after its reads.
 void on_deferred_access(const device::StorageHandle& h, bool write) {
@@ -89,6 +125,7 @@ void on_deferred_access(const device::StorageHandle& h, bool write) {
   if (!write && state != device::StorageHandle::Deferred::kWritten) return;
   if (d.region.empty()) return;
   InsideRegion in(device);
+  if (!write && read_constant(d.region, h)) return;
   run_region(d.region, device, access_cause);
 }
 
@@ -192,6 +229,7 @@ void append(Region& r) {
     if (fresh) {
       t.storage = c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(p.storage);
       if (j >= op.num_scanned) t.born_by = index;
+      t.first_op = index;
     }
     t.last_op = index;
     op.touched[j] = &t;
@@ -200,8 +238,19 @@ void append(Region& r) {
       h->set_deferred(device::StorageHandle::Deferred::kRead);
     }
   }
+  const int filled = op.whole_fill ? op.args[0].param : -1;
   for (int w : op.writes) {
     Touched& t = *op.touched[static_cast<size_t>(w)];
+    c10::StorageImpl* st = t.storage.get();
+    if (w == filled && t.first_op == index) {
+      Constant& c = r.constants[st];
+      c.value = op.fill;
+      c.sizes = op.args[0].view.sizes;
+      c.dtype = op.args[0].dtype;
+      c.landed = false;
+    } else if (!r.constants.empty()) {
+      r.constants.erase(st);
+    }
     t.written = true;
     static_cast<device::StorageHandle*>(t.storage->data_ptr().get_context())
         ->set_deferred(device::StorageHandle::Deferred::kWritten);
@@ -241,6 +290,21 @@ bool loop_cut(Region& r) {
   }
   if (p > 0 && plan == r.ops[0].plan && r.periods.size() < kMaxPeriods) r.periods.push_back(p);
   return false;
+}
+
+// Whether the call is fill_(value) or zero_() over every byte of its tensor's storage.
+void fill_of(const OpPlan& plan, const torch::jit::Stack& stack, size_t first, RecordedOp& op) {
+  const bool zero = plan.called_name == "aten::zero_";
+  if (!zero && plan.called_name != "aten::fill_.Scalar") return;
+  if (op.args.empty() || op.args[0].kind != ArgDesc::Kind::kTensor) return;
+  const at::Tensor& t = stack[first].toTensor();
+  if (!t.is_contiguous() || t.storage_offset() != 0 ||
+      t.numel() * static_cast<int64_t>(t.element_size()) !=
+          static_cast<int64_t>(t.storage().nbytes())) {
+    return;
+  }
+  op.whole_fill = true;
+  op.fill = zero ? c10::Scalar(0) : stack[first + 1].toScalar();
 }
 
 // The call's results on the stack, as a launch leaves them (executor.cpp's launch).
@@ -427,6 +491,7 @@ Recorded record(const OpPlan& plan, const c10::OperatorHandle& op, torch::jit::S
       if (plan.variant != Variant::kFunctional) {
         for (size_t m : plan.mutated_args) mark_written(rec.args[m], rec);
       }
+      fill_of(plan, *stack, first, rec);
       make_outputs(*entry, device, rec, fresh);
       // Drawn in the order the calls reach the device, as strict launches draw.
       draw(*entry, device, *stack, rec);

@@ -39,6 +39,10 @@ struct RecordedOp {
   std::vector<int> writes;          // `params` the op writes (in place, out=, new tensors)
   int rng_param = -1;               // `params` index of the draw its lowering's rng source reads
   int64_t location = -1;            // its caller (set_location_hooks)
+  // fill_/zero_ over all of its storage's bytes: the storage's value afterwards is `fill`
+  // whatever it held (Region::constants).
+  bool whole_fill = false;
+  c10::Scalar fill;
   // Per parameter, its storage's entry in the region (null when not a storage).
   std::vector<struct Touched*> touched;
 };
@@ -49,11 +53,25 @@ struct Touched {
   // someone else holds it too (use_count() > 1).
   c10::intrusive_ptr<c10::StorageImpl> storage;
   int born_by = -1;  // the op whose new tensor it is; -1: it existed before the region
+  int first_op = -1;  // the first op that reads or writes it
   int last_op = -1;  // the last op that reads or writes it
   bool written = false;
   // Its parameter in the assembly numbered `epoch` (exec/fused_run.cpp).
   uint64_t epoch = 0;
   int param = -1;
+};
+
+// A storage whose pending value is a constant: the region's first op touching it filled all of
+// it (ones_like, zeros: empty() then fill_/zero_) and no op wrote it since. A compiled graph
+// reading it (autograd's ones_like(loss) and the zero grads it materializes for a compiled
+// forward's unused outputs) gets that value without the region running, so those few ops do not
+// become a program of their own between the forward and the backward graph: the region stays
+// pending and runs with the ops that follow (exec/fused_eager.cpp on_deferred_access).
+struct Constant {
+  c10::Scalar value;
+  std::vector<int64_t> sizes;  // the filled tensor's (it covers the storage)
+  c10::ScalarType dtype = c10::ScalarType::Float;
+  bool landed = false;  // its buffer holds the value already (uploaded)
 };
 
 constexpr uint64_t kSkeletonSeed = 14695981039346656037ull;
@@ -64,6 +82,7 @@ struct Region {
   std::vector<RecordedOp> ops;
   size_t size = 0;
   std::unordered_map<c10::StorageImpl*, Touched> storages;
+  std::unordered_map<c10::StorageImpl*, Constant> constants;
   // FNV-1a over the ops' plans: what a region computes regardless of shapes (churn detection).
   uint64_t skeleton = kSkeletonSeed;
   // Loop detection (exec/fused_eager.cpp): the periods L for which ops [L, size) repeat ops

@@ -439,6 +439,7 @@ RecordedOp& Region::next() {
   op.writes.clear();
   op.rng_param = -1;
   op.location = -1;
+  op.whole_fill = false;
   return op;
 }
 
@@ -446,6 +447,7 @@ void Region::clear() {
   for (auto& [st, t] : storages) handle(st)->set_deferred(Deferred::kNone);
   // Drops the region's references: temporaries nobody else holds are freed here.
   storages.clear();
+  constants.clear();
   for (size_t i = 0; i < size; ++i) ops[i].entry.reset();
   size = 0;
   skeleton = kSkeletonSeed;
