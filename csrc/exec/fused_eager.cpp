@@ -98,7 +98,7 @@ bool read_constant(Region& r, const device::StorageHandle& h) {
   if (c.landed) return true;
   // Inside the region's scope (the caller's InsideRegion): neither reads nor writes the region.
   auto& handle = const_cast<device::StorageHandle&>(h);
-  const bool zero = c.value.isBoolean() ? !c.value.toBool()
+  const bool zero = c.value.isBoolean()   ? !c.value.toBool()
                     : c.value.isComplex() ? c.value.toComplexDouble() == c10::complex<double>()
                     : c.value.isFloatingPoint() ? c.value.toDouble() == 0.0
                                                 : c.value.toLong() == 0;

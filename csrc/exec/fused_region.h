@@ -52,9 +52,9 @@ struct Touched {
   // The region's one strong reference: the storage is still readable after the region iff
   // someone else holds it too (use_count() > 1).
   c10::intrusive_ptr<c10::StorageImpl> storage;
-  int born_by = -1;  // the op whose new tensor it is; -1: it existed before the region
+  int born_by = -1;   // the op whose new tensor it is; -1: it existed before the region
   int first_op = -1;  // the first op that reads or writes it
-  int last_op = -1;  // the last op that reads or writes it
+  int last_op = -1;   // the last op that reads or writes it
   bool written = false;
   // Its parameter in the assembly numbered `epoch` (exec/fused_run.cpp).
   uint64_t epoch = 0;

@@ -114,6 +114,15 @@ void assemble(const Region& r, size_t begin, size_t end, int device, Assembly& a
         q.dims = p.dims;
         q.dtype = p.dtype;
         put(a.key, 'B');
+      } else if (op.whole_fill && static_cast<int>(j) == op.args[0].param &&
+                 t->first_op == static_cast<int>(i)) {
+        // Filled whole by the region's first op on it: its old contents are never read (and
+        // may be gone: a constant's uploaded buffer that a compiled graph donated, see
+        // fused_eager.cpp read_constant).
+        q.buffer.reset();
+        q.dims = p.dims;
+        q.dtype = p.dtype;
+        put(a.key, 'F');
       } else {
         // Its contents now: outside writes ran the region first (the storage is deferred), so
         // this is what the region's first reader saw.

@@ -205,6 +205,119 @@ def test_training_matches_strict_and_cpu(opt_cls):
     assert_close(strict_losses, cpu_losses, rtol=1e-4, atol=1e-5)
 
 
+class _TwoOutputs(torch.nn.Module):
+    """Returns the loss and two activations that require grad but that the loss does not use:
+    autograd materializes zero grads for them when the compiled backward runs."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(8, 16)
+        self.b = torch.nn.Linear(16, 4)
+
+    def forward(self, x, y):
+        h = torch.tanh(self.a(x))
+        out = self.b(h)
+        return F.mse_loss(out, y), out, h
+
+
+def _compiled_steps(device, steps=5, measure_from=2):
+    """torch.compile(model) with clipping, AdamW and zero_grad left eager, as most scripts do.
+    Returns the losses, the parameters and the programs run per step from `measure_from` on."""
+    torch.manual_seed(0)
+    model = _TwoOutputs().to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, foreach=True)
+    forward = torch.compile(model, backend="tpu") if device == "tpu" else model
+    g = torch.Generator().manual_seed(0)
+    data = [(torch.randn(6, 8, generator=g).to(device), torch.randn(6, 4, generator=g).to(device))
+            for _ in range(steps)]
+    losses, executions = [], 0
+    for step, (x, y) in enumerate(data):
+        if step == measure_from:
+            torchtpu.mark_step()
+            before = torchtpu.metrics()["executions"]
+        opt.zero_grad(set_to_none=False)
+        loss = forward(x, y)[0]
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        losses.append(loss.detach())
+    torchtpu.mark_step()
+    executions = torchtpu.metrics()["executions"] - before
+    return (torch.stack(losses).cpu(), [p.detach().cpu() for p in model.parameters()],
+            executions / (steps - measure_from))
+
+
+def test_compiled_model_with_eager_optimizer_is_three_programs_per_step():
+    # Per step: the forward graph, the backward graph, and one fused program of the rest (grad
+    # accumulation, clipping, AdamW, zero_grad). The backward's seed ones_like(loss) and the zero
+    # grads of the unused outputs reach the backward graph as constants, without a program.
+    torch._dynamo.reset()
+    cpu_losses, cpu_params, _ = _compiled_steps("cpu")
+    strict_losses, strict_params, strict_programs = _compiled_steps("tpu")
+    torch._dynamo.reset()
+    with torchtpu.fused_eager():
+        fused_losses, fused_params, fused_programs = _compiled_steps("tpu")
+    assert fused_programs <= 3, (fused_programs, strict_programs)
+    assert_close(fused_losses, strict_losses, **FUSED_VS_STRICT)
+    assert_close(fused_params, strict_params, **FUSED_VS_STRICT)
+    assert_close(strict_losses, cpu_losses, rtol=1e-4, atol=1e-5)
+    assert_close(strict_params, cpu_params, rtol=1e-4, atol=1e-5)
+
+
+def test_a_compiled_graph_reads_pending_constants_without_running_the_region(fused):
+    add_one = torch.compile(lambda t: t + 1, backend="tpu")
+    x = torch.arange(4.0, device="tpu")
+    torchtpu.mark_step()
+    y = x * 2                                   # pending: not read by the graph
+    zeros = torch.zeros(4, device="tpu")        # never-written storage, zero_: zeros fold
+    ones = torch.ones(4, device="tpu")          # fill_(1): uploaded once
+    half = torch.empty(2, 2, device="tpu").fill_(0.5)
+    before = _stats()
+    out = [add_one(zeros), add_one(ones), add_one(half), add_one(ones)]
+    d = _delta(before)
+    assert d["programs"] == 0 and d["graph_or_access"] == 0, d
+    assert_close([o.cpu() for o in out],
+                 [torch.ones(4), torch.full((4,), 2.0), torch.full((2, 2), 1.5),
+                  torch.full((4,), 2.0)])
+    assert_close((y.cpu(), zeros.cpu(), ones.cpu()),
+                 (torch.arange(4.0) * 2, torch.zeros(4), torch.ones(4)))
+
+
+def test_pending_values_that_are_not_whole_fills_run_the_region(fused):
+    add_one = torch.compile(lambda t: t + 1, backend="tpu")
+    a = torch.zeros(4, device="tpu")
+    a.add_(3)                                   # written after the fill: not a constant
+    b = torch.zeros(4, device="tpu")
+    b[:2].fill_(7)                              # part of the storage: not a whole fill
+    x = torch.arange(4.0, device="tpu")
+    c = x.clone()
+    s = c.sum()                                 # reads c's old contents...
+    c.zero_()                                   # ...so this fill is not c's first op
+    before = _stats()
+    out = [add_one(a), add_one(b), add_one(c)]
+    assert _delta(before)["graph_or_access"] >= 1
+    assert_close([o.cpu() for o in out],
+                 [torch.full((4,), 4.0), torch.tensor([8.0, 8.0, 1.0, 1.0]), torch.ones(4)])
+    assert s.item() == 6.0
+
+
+def test_a_graph_writing_a_pending_constant_in_place(fused):
+    # The graph donates the constant's uploaded buffer; the region's own fill still lands first,
+    # then the graph's write on top of it.
+    def bump(t):
+        t.add_(1)
+        return t * 2
+
+    bump_c = torch.compile(bump, backend="tpu")
+    t = torch.ones(3, device="tpu")
+    u = torch.zeros(3, device="tpu")
+    out = bump_c(t)
+    out2 = bump_c(u)
+    assert_close((out.cpu(), t.cpu(), out2.cpu(), u.cpu()),
+                 (torch.full((3,), 4.0), torch.full((3,), 2.0), torch.full((3,), 2.0),
+                  torch.ones(3)))
+
+
 def test_autograd_version_counter_error_matches_strict(fused):
     x = torch.randn(4, device="tpu", requires_grad=True)
     y = x.exp()          # exp saves its result for backward
