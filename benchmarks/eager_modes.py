@@ -1,18 +1,21 @@
 """Strict eager vs fused eager (issue 27) on a tiny Transformers LlamaForCausalLM (random weights,
-the config of compile_step.py): the full train step (forward, backward, AdamW), the same step with
-the model under torch.compile(backend="tpu") and the optimizer left eager (as most scripts do),
-and greedy generate() of new tokens with the dynamic cache. CPU eager runs each workload in the
-same process as the baseline.
+the config of compile_step.py): the full train step (forward, backward, clipping, AdamW), the same
+step with the model under torch.compile(backend="tpu") and the optimizer left eager (as most
+scripts do), greedy generate() of new tokens with the dynamic cache, and the tests' small CNN
+(tests/python/test_cnn_training.py: conv, batch norm, max pool, dropout, linear; SGD with
+momentum). CPU eager runs each workload in the same process as the baseline; the Llama train
+workloads also run torchtpu.compile_step (the whole step as one program) as the compiled
+reference. torchax's jax.jit is in benchmarks/compile_step.py (when torchax is installed).
 
-Modes are interleaved round by round (strict, fused, strict, fused...), each with its own model
-copy, so a busy host slows them alike; report the ratios. One JSON object per line, after a line
-naming the host and its load:
+Modes are interleaved round by round (strict, fused, ..., strict, fused...), each with its own
+model copy, so a busy host slows them alike; report the ratios. One JSON object per line, after a
+line naming the host and its load:
 
   {"workload", "mode", "median_ms" (per step, median over rounds of `--steps` steps closed by
    one sync), "first_ms", "programs_per_step" (program executions per steady step, the sync's
    included), "builds_per_step" (program-cache misses per steady step), "ratio_to_strict",
-   "ratio_to_cpu_eager", "max_abs_loss_diff_to_strict" | "tokens_equal_strict",
-   "builds_per_new_token"}
+   "ratio_to_compile_step", "ratio_to_cpu_eager", "max_abs_loss_diff_to_strict" |
+   "tokens_equal_strict", "builds_per_new_token"}
 
     python benchmarks/eager_modes.py [--steps 6] [--rounds 3] [--tokens 32] [--workloads ...]
 """
@@ -27,7 +30,7 @@ import torch
 
 import torchtpu
 
-WORKLOADS = ("train", "train-compiled-model", "generate")
+WORKLOADS = ("train", "train-compiled-model", "cnn-train", "generate")
 
 
 def build(device, seed=0):
@@ -52,23 +55,62 @@ def counters():
     return m["executions"], m["cache_misses"]
 
 
+def build_cnn(device):
+    import sys
+
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
+                                    "python"))
+    from test_cnn_training import SmallCNN, synthetic_data
+
+    torch.manual_seed(0)
+    model = SmallCNN().to(device)
+    images, labels = synthetic_data()
+    return model, (images[:16].to(device), labels[:16].to(device))
+
+
+def _llama_step(model, opt, ids):
+    opt.zero_grad(set_to_none=False)
+    loss = model(ids, labels=ids).loss
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    return loss.detach()
+
+
 class Contender:
-    """One mode's model, optimizer and step; runs `n` steps in its eager mode."""
+    """One mode's model, optimizer and step; runs `n` steps in its eager mode. Modes: strict,
+    fused (eager modes), compile-step (torchtpu.compile_step of the whole step, strict eager
+    around it), cpu-eager."""
 
     def __init__(self, workload, mode, device):
         self.workload, self.mode, self.device = workload, mode, device
-        self.model, self.ids = build(device)
         self.losses, self.times, self.first = [], [], None
         self.programs, self.builds, self.steps = 0, 0, 0
-        if workload.startswith("train"):
-            lr = torch.tensor(1e-3, device=device) if device != "cpu" else 1e-3
-            self.opt = torch.optim.AdamW(self.model.parameters(), lr=lr, foreach=True,
-                                         capturable=device != "cpu")
-            self.forward = self.model
-            if workload == "train-compiled-model" and device == "tpu":
-                self.forward = torch.compile(self.model, backend="tpu")
+        if workload == "cnn-train":
+            self.model, (self.x, self.y) = build_cnn(device)
+            self.opt = torch.optim.SGD(self.model.parameters(), lr=0.05, momentum=0.9)
+            return
+        self.model, self.ids = build(device)
+        lr = torch.tensor(1e-3, device=device) if device != "cpu" else 1e-3
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=lr, foreach=True,
+                                     capturable=device != "cpu")
+        self.forward = self.model
+        if workload == "train-compiled-model" and mode in ("strict", "fused"):
+            self.forward = torch.compile(self.model, backend="tpu")
+        if mode == "compile-step":
+            opt = self.opt
+            self.compiled = torchtpu.compile_step(lambda m, ids: _llama_step(m, opt, ids),
+                                                  self.model, self.opt)
 
     def step(self):
+        if self.workload == "cnn-train":
+            loss = torch.nn.functional.cross_entropy(self.model(self.x), self.y)
+            self.opt.zero_grad()
+            loss.backward()
+            self.opt.step()
+            return loss.detach()
+        if self.mode == "compile-step":
+            return self.compiled(self.model, self.ids)
         self.opt.zero_grad(set_to_none=False)
         loss = self.forward(self.ids, labels=self.ids).loss
         loss.backward()
@@ -79,7 +121,10 @@ class Contender:
     def run(self, n):
         """The first call alone (compiles); then `n` steps timed as one batch closed by one sync,
         as a training loop runs them (a sync per step would add a cut a real loop lacks)."""
-        torchtpu.set_eager_mode(self.mode if self.device == "tpu" else "strict")
+        torchtpu.set_eager_mode("fused" if self.mode == "fused" else "strict")
+        # Each contender's random ops (the CNN's dropout) draw from the shared generator: seeded
+        # by the step count, every mode draws the same masks at the same step.
+        torch.manual_seed(len(self.losses))
         try:
             if self.first is None:
                 start = time.perf_counter()
@@ -103,6 +148,8 @@ class Contender:
 
 def bench_train(workload, args, load):
     modes = [("strict", "tpu"), ("fused", "tpu"), ("cpu-eager", "cpu")]
+    if workload != "cnn-train" and not args.no_compile_step:
+        modes.insert(2, ("compile-step", "tpu"))
     cs = {m: Contender(workload, m, d) for m, d in modes}
     for _ in range(args.rounds):
         for m, _d in modes:
@@ -118,6 +165,9 @@ def bench_train(workload, args, load):
                "first_ms": round(c.first, 1), "steps": len(c.losses),
                "ratio_to_strict": round(med / statistics.median(strict.times), 3),
                "ratio_to_cpu_eager": round(med / cpu_ms, 3),
+               **({"ratio_to_compile_step":
+                   round(med / statistics.median(cs["compile-step"].times), 3)}
+                  if "compile-step" in cs else {}),
                "max_abs_loss_diff_to_strict":
                    float((torch.stack(c.losses).cpu().float() - strict_losses).abs().max()),
                "load": load}
@@ -185,10 +235,18 @@ def main():
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--tokens", type=int, default=32)
     p.add_argument("--workloads", nargs="*", default=list(WORKLOADS), choices=WORKLOADS)
+    p.add_argument("--no-compile-step", action="store_true",
+                   help="leave torchtpu.compile_step out of the Llama train workloads")
     args = p.parse_args()
     load = os.getloadavg()[0]
+    try:
+        import torchax  # noqa: F401
+        torchax_note = "installed (its jax.jit row: benchmarks/compile_step.py)"
+    except ImportError:
+        torchax_note = "not installed: no jax.jit row"
     print(json.dumps({"host": os.uname().nodename, "cpus": os.cpu_count(),
-                      "load_1min": load, "torch": torch.__version__}), flush=True)
+                      "load_1min": load, "torch": torch.__version__, "torchax": torchax_note}),
+          flush=True)
     for w in args.workloads:
         rows = bench_generate(args, load) if w == "generate" else bench_train(w, args, load)
         for r in rows:

@@ -125,7 +125,8 @@ void on_deferred_access(const device::StorageHandle& h, bool write) {
   if (!write && state != device::StorageHandle::Deferred::kWritten) return;
   if (d.region.empty()) return;
   InsideRegion in(device);
-  if (!write && read_constant(d.region, h)) return;
+  // A host read runs the region anyway (materialization); a graph's read need not.
+  if (!write && access_cause == Cause::kGraph && read_constant(d.region, h)) return;
   run_region(d.region, device, access_cause);
 }
 
