@@ -205,6 +205,39 @@ def test_training_matches_strict_and_cpu(opt_cls):
     assert_close(strict_losses, cpu_losses, rtol=1e-4, atol=1e-5)
 
 
+def _cnn_steps(device, steps=3):
+    """A small CNN (conv, batch norm with its running statistics updated in place, max pool,
+    linear) trained with SGD + momentum on two alternating minibatches (views at offsets)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.BatchNorm2d(4), torch.nn.ReLU(),
+        torch.nn.MaxPool2d(2), torch.nn.Flatten(), torch.nn.Linear(4 * 4 * 4, 3)).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    g = torch.Generator().manual_seed(7)
+    images = torch.randn(8, 3, 8, 8, generator=g).to(device)
+    labels = torch.randint(0, 3, (8,), generator=g).to(device)
+    losses = []
+    for step in range(steps):
+        x, y = images[(step % 2) * 4:][:4], labels[(step % 2) * 4:][:4]
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.detach())
+    bn = model[1]
+    return (torch.stack(losses).cpu(), [p.detach().cpu() for p in model.parameters()],
+            [bn.running_mean.cpu(), bn.running_var.cpu()])
+
+
+def test_cnn_training_matches_strict_and_cpu():
+    cpu = _cnn_steps("cpu")
+    strict = _cnn_steps("tpu")
+    with torchtpu.fused_eager():
+        fused = _cnn_steps("tpu")
+    assert_close(fused, strict, **FUSED_VS_STRICT)
+    assert_close(strict, cpu, rtol=1e-4, atol=1e-5)
+
+
 class _TwoOutputs(torch.nn.Module):
     """Returns the loss and two activations that require grad but that the loss does not use:
     autograd materializes zero grads for them when the compiled backward runs."""
@@ -524,17 +557,17 @@ def test_growing_length_falls_back_to_per_op_programs(fused, capfd):
 
     strict_before = _stats()
     torchtpu.set_eager_mode("strict")
-    run(100, 8)
+    run(100, 6)
     strict_builds = _delta(strict_before)["builds"]
     torchtpu.set_eager_mode("fused")
     before = _stats()
-    fused_seq = run(200, 8)
+    fused_seq = run(200, 6)
     d = _delta(before)
-    assert d["churn_fallback"] >= 5 and d["replayed"] > 0, d
+    assert d["churn_fallback"] >= 3 and d["replayed"] > 0, d
     assert d["builds"] <= strict_builds + 4, (d, strict_builds)
     assert "fused eager: a region of" in capfd.readouterr().err
     torchtpu.set_eager_mode("strict")
-    assert_close(fused_seq.cpu(), run(200, 8).cpu(), **FUSED_VS_STRICT)
+    assert_close(fused_seq.cpu(), run(200, 6).cpu(), **FUSED_VS_STRICT)
 
 
 def test_metrics_name_every_cause():
@@ -543,38 +576,27 @@ def test_metrics_name_every_cause():
                            "loop", "graph_or_access", "churn_fallback"}
 
 
-def test_size_limit_cuts(run_python):
-    out = run_python("""
-        import torch, torchtpu
-        torchtpu.set_eager_mode("fused")
-        x = torch.zeros(4, device="tpu")
-        for i in range(25):
-            x = x + 1
-        print(x.sum().item(), torchtpu.metrics()["fused_flushes_by_cause"]["size"])
-    """, TORCHTPU_FUSED_MAX_OPS="10")
-    total, sized = out.stdout.split()[-2:]
-    assert float(total) == 100.0 and int(sized) == 2, out.stdout
-
-
-def test_env_var_turns_fused_mode_on(run_python):
+def test_env_var_size_limit_and_compile_log(run_python):
+    # One fresh process (startup is most of the cost) for the three behaviours that need their
+    # variables at startup: TORCH_TPU_DEFER_AND_FUSE turns the mode on, TORCHTPU_FUSED_MAX_OPS
+    # cuts a region at that many ops, TORCHTPU_LOG_COMPILES names a fused program's ops.
     out = run_python("""
         import torch, torchtpu
         print(torchtpu.get_eager_mode())
         x = torch.ones(3, device="tpu")
-        y = (x * 3 + 1).sum().item()
+        y = (torch.sin(x) * 3 + 1).sum().item()
         print(y, torchtpu.metrics()["fused_programs"])
-    """, TORCH_TPU_DEFER_AND_FUSE="1")
+        x = torch.zeros(4, device="tpu")
+        for i in range(25):
+            x = x + 1
+        print(x.sum().item(), torchtpu.metrics()["fused_flushes_by_cause"]["size"])
+    """, TORCH_TPU_DEFER_AND_FUSE="1", TORCHTPU_FUSED_MAX_OPS="10", TORCHTPU_LOG_COMPILES="1")
     lines = out.stdout.split("\n")
-    assert lines[0] == "fused" and lines[1] == "12.0 1", out.stdout
-
-
-def test_compile_log_names_the_fused_programs_ops(run_python):
-    out = run_python("""
-        import torch, torchtpu
-        torchtpu.set_eager_mode("fused")
-        x = torch.ones(3, device="tpu")
-        print((torch.sin(x) * 3 + 1).sum().item())
-    """, TORCHTPU_LOG_COMPILES="1")
+    assert lines[0] == "fused", out.stdout
+    value, programs = lines[1].split()
+    assert abs(float(value) - 3 * (3 * 0.8414709848078965 + 1)) < 1e-4 and programs == "1", out
+    total, sized = lines[2].split()
+    assert float(total) == 100.0 and int(sized) == 2, out.stdout
     assert re.search(r"fused eager program of \d+ ops \[.*aten::sin", out.stderr), out.stderr
 
 
@@ -636,23 +658,35 @@ def test_ddp_ranks_cut_identical_programs_when_one_is_slow(start_python, tmp_pat
 
 # ---- existing op tests, run in fused mode ----
 
-# Op test files whose every test holds in fused mode too (views, in-place, index checks, AMP,
-# autograd, a CNN's training vs the CPU). test_random.py and test_optim.py pass as well except
-# where a test counts strict eager's programs per step (test_optim's fused-optimizer counts); run
-# them by hand: TORCH_TPU_DEFER_AND_FUSE=1 pytest tests/python/test_random.py ...
-FUSED_SUBSET = ("test_views.py", "test_index_checks.py", "test_amp.py", "test_autograd.py",
-                "test_cnn_training.py")
+# Existing op tests run in fused mode. The default run takes each file's tests but the slow ones
+# whose behaviour the default run covers otherwise; TORCHTPU_TEST_FUSED_FULL=1 runs every test of
+# these files (~4 min here; CI's default ~30 s), plus the CNN training files. test_random.py and
+# test_optim.py pass as well except where a test counts strict eager's programs per step
+# (test_optim's fused-optimizer counts); run them by hand:
+#   TORCH_TPU_DEFER_AND_FUSE=1 pytest tests/python/test_random.py ...
+FUSED_SUBSET = ("test_views.py", "test_index_checks.py", "test_amp.py", "test_autograd.py")
+FUSED_FULL_ONLY = ("test_cnn_training.py",)
+# Slow in fused mode (each 10-40 s: many programs compiled, or a subprocess per case); what they
+# check in fused mode is covered by the default run as noted.
+FUSED_SLOW = (
+    "test_checks_do_not_pile_up_without_a_sync",  # device checks' queue: strict mode's own test
+    "test_a_bad_index_found_while_trimming",  # same machinery as test_out_of_range_raises_...
+    "test_checks_can_be_turned_off",  # a config switch, mode-independent
+    "test_launch_blocking_raises_at_the_op",  # launch blocking = strict ops: strict's own test
+)
 
 
 def test_existing_op_tests_pass_in_fused_mode(run_python):
     import os
 
     here = os.path.dirname(os.path.abspath(__file__))
-    files = [os.path.join(here, f) for f in FUSED_SUBSET]
+    full = os.environ.get("TORCHTPU_TEST_FUSED_FULL") == "1"
+    files = [os.path.join(here, f) for f in FUSED_SUBSET + (FUSED_FULL_ONLY if full else ())]
+    select = [] if full else ["-k", " and ".join(f"not {name}" for name in FUSED_SLOW)]
     out = run_python(f"""
         import sys, pytest, torchtpu
         assert torchtpu.get_eager_mode() == "fused"
-        sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", *{files!r}]))
+        sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", *{files!r}, *{select!r}]))
     """, check=False, timeout=900, TORCH_TPU_DEFER_AND_FUSE="1")
     assert out.returncode == 0, out.stdout[-6000:] + out.stderr[-3000:]
     assert re.search(r"\d+ passed", out.stdout) and " failed" not in out.stdout, out.stdout[-2000:]
