@@ -100,6 +100,10 @@ struct Stats {
 Stats stats();
 void reset_stats();
 
+// Tests: the next `n` whole-region builds fail (as a region that does not lower as one program
+// would), so the op-by-op path and its log line can be checked.
+void fail_builds_for_tests(int n);
+
 // The signatures of the fused programs launched, in order, while logging is on (tests compare
 // ranks' sequences); turning it on clears it.
 void set_launch_log(bool on);

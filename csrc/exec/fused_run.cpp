@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <stdexcept>
 #include <unordered_map>
 
 #include "config/config.h"
@@ -354,6 +355,9 @@ bool may_build(uint64_t skeleton, const Region& r) {
   return false;
 }
 
+// fail_builds_for_tests: whole-region builds that throw before lowering.
+std::atomic<int> injected_failures{0};
+
 std::mutex log_mutex;
 bool log_on = false;
 std::vector<std::string>& launched() {
@@ -372,14 +376,19 @@ std::shared_ptr<ProgramEntry> program_for(const Region& r, size_t begin, size_t 
     auto e = std::make_shared<ProgramEntry>();
     std::string text;
     try {
+      if (whole && injected_failures.load() > 0 && injected_failures.fetch_sub(1) > 0) {
+        throw std::runtime_error("a build failure injected by a test");
+      }
       text = exec::build(spec, a.state, *e);
     } catch (const std::exception& err) {
       // Every op lowered alone when it was recorded; should the whole not, it runs op by op.
       if (!whole) throw;
+      std::string where = describe_location(r.ops[begin].location);
       std::fprintf(stderr,
-                   "torchtpu: fused eager: a region of %zu ops did not lower as one "
+                   "torchtpu: fused eager: a region of %zu ops [%s]%s did not lower as one "
                    "program (%s); it runs op by op\n",
-                   end - begin, err.what());
+                   end - begin, op_list(r, begin, std::min(end, begin + 6)).c_str(),
+                   where.empty() ? "" : (" from " + where).c_str(), err.what());
       return nullptr;
     }
     const uint64_t family = whole ? r.skeleton : reinterpret_cast<uintptr_t>(r.ops[begin].plan);
@@ -489,6 +498,8 @@ void run_region(Region& r, int device, Cause cause) {
   count_flush(cause, churn);
   r.clear();
 }
+
+void fail_builds_for_tests(int n) { injected_failures.store(n); }
 
 void set_launch_log(bool on) {
   std::lock_guard<std::mutex> g(log_mutex);

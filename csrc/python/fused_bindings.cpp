@@ -135,6 +135,7 @@ void bind_fused(py::module& m) {
       py::arg("device") = -1, py::call_guard<py::gil_scoped_release>());
   m.def("_fused_set_launch_log", &fused::set_launch_log, py::arg("on"));
   m.def("_fused_launch_log", &fused::launch_log);
+  m.def("_fused_fail_builds_for_tests", &fused::fail_builds_for_tests, py::arg("n"));
 }
 
 // The fused eager counters as torchtpu.metrics() shows them.

@@ -5,6 +5,7 @@ the CPU's), and the cuts (where a fused program ends) must come from the op stre
 
 from __future__ import annotations
 
+import inspect
 import re
 import threading
 import time
@@ -523,6 +524,27 @@ def test_out_of_range_index_names_the_op_and_the_users_line(fused):
 def _line():
     import inspect
     return inspect.currentframe().f_back.f_lineno
+
+
+def test_a_region_that_does_not_build_runs_op_by_op_naming_the_users_line(fused, capfd):
+    x = torch.arange(7.0, device="tpu")
+    torchtpu.mark_step()
+    capfd.readouterr()
+    _C._fused_fail_builds_for_tests(1)
+    before = _stats()
+    try:
+        line = inspect.currentframe().f_lineno + 1  # the next line records the region's ops
+        y = torch.cos(x) * 3 + 1
+        got = y.cpu()
+    finally:
+        _C._fused_fail_builds_for_tests(0)
+    assert_close(got, torch.cos(torch.arange(7.0)) * 3 + 1)
+    d = _delta(before)
+    assert d["replayed"] == 3 and d["programs"] == 0, d
+    err = capfd.readouterr().err
+    assert re.search(r"a region of 3 ops \[aten::cos.*\] from .*test_fused_eager\.py:"
+                     + str(line) + r" in test_a_region.*did not lower as one program \(a build "
+                     r"failure injected by a test\); it runs op by op", err), err
 
 
 def test_lowering_error_comes_at_the_call(fused):
