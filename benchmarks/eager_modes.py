@@ -119,8 +119,9 @@ class Contender:
         return loss.detach()
 
     def run(self, n):
-        """The first two calls alone (they compile); then `n` steps timed as one batch closed by one sync,
-        as a training loop runs them (a sync per step would add a cut a real loop lacks)."""
+        """The first two calls alone (they compile); then `n` steps timed as one batch closed by
+        one sync, as a training loop runs them (a sync per step would add a cut a real loop
+        lacks)."""
         torchtpu.set_eager_mode("fused" if self.mode == "fused" else "strict")
         # Each contender's random ops (the CNN's dropout) draw from the shared generator: seeded
         # by the step count, every mode draws the same masks at the same step.
