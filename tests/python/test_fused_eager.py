@@ -679,10 +679,10 @@ def test_ddp_ranks_cut_identical_programs_when_one_is_slow(start_python, tmp_pat
 # ---- existing op tests, run in fused mode ----
 
 # Existing op tests run in fused mode. The default run takes each file's tests but the slow ones
-# whose behaviour the default run covers otherwise; TORCHTPU_TEST_FUSED_FULL=1 runs every test of
-# these files (~4 min at load 10 here; the default ~40 s), plus the CNN training file. test_random.py and
-# test_optim.py pass as well except where a test counts strict eager's programs per step
-# (test_optim's fused-optimizer counts); run them by hand:
+# below; TORCHTPU_TEST_FUSED_FULL=1 runs every test of these files plus test_cnn_training.py
+# (~4 min at load 10 here; the default ~40 s; test_cnn_training_matches_strict_and_cpu above
+# covers a CNN in the default run). test_random.py and test_optim.py pass as well except where a
+# test counts strict eager's programs per step (test_optim's fused-optimizer counts); by hand:
 #   TORCH_TPU_DEFER_AND_FUSE=1 pytest tests/python/test_random.py ...
 FUSED_SUBSET = ("test_views.py", "test_index_checks.py", "test_amp.py", "test_autograd.py")
 FUSED_FULL_ONLY = ("test_cnn_training.py",)
