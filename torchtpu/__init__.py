@@ -135,7 +135,7 @@ def _quiesce_autograd_device_threads() -> None:
         if not _C._other_threads_selected_a_device() or not _C._is_initialized():
             return
         engine = torch.autograd.Variable._execution_engine
-        for index in range(device_count()):
+        for index in _C._local_devices():   # the process's own (one per local rank: its own)
             x = torch.zeros((), device=f"tpu:{index}", requires_grad=True)
             y = x * 2
             seed = torch.ones((), device=f"tpu:{index}")

@@ -15,6 +15,8 @@ const std::vector<Variable>& variables() {
       {"TORCHTPU_PJRT_PLUGIN", "", "path of the PJRT plugin to load (wins over TORCHTPU_PLATFORM)"},
       {"TORCHTPU_PLATFORM", "", "pick the installed plugin for `tpu`, `cuda` or `cpu`"},
       {"TORCHTPU_CPU_DEVICE_COUNT", "1", "devices the XLA CPU plugin exposes (1 to 4096)"},
+      {"TORCHTPU_LOCAL_DEVICES", "rank",
+       "all: under torchrun every process opens every device (rank: only tpu:LOCAL_RANK)"},
       {"TPU_LAUNCH_BLOCKING", "0", "1: every launch waits for its execution (debugging)"},
       {"TORCHTPU_ASYNC_COMPILE", "1",
        "0: an eager op's compile blocks the op, as before (debugging)"},

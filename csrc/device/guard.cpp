@@ -19,7 +19,9 @@
 namespace torchtpu::device {
 namespace {
 
-thread_local int tls_current_device = 0;
+// Starts at the process's first own device: tpu:LOCAL_RANK under a multi-process launch
+// (runtime/local_view.h), so `.to("tpu")` before set_device lands on it, else tpu:0.
+thread_local int tls_current_device = runtime::first_local_device();
 // The current stream id per device index for this thread (0: the default stream).
 thread_local std::vector<c10::StreamId> tls_current_streams;
 std::atomic<c10::StreamId> next_stream_id{1};

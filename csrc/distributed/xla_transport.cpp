@@ -920,7 +920,7 @@ std::unique_ptr<XlaTransport> select_transport(const c10::intrusive_ptr<c10d::St
   layout.timeout = timeout;
   for (int r = 0; r < size; ++r) {
     const int index = indices[static_cast<size_t>(r)];
-    if (index < 0 || index >= rt.device_count()) {
+    if (index < 0 || index >= rt.device_count() || !rt.owns_device(index)) {
       *why = "rank " + std::to_string(r) + " uses tpu:" + std::to_string(index) +
              ", which this process does not have";
       return nullptr;

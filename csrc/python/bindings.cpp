@@ -21,6 +21,7 @@
 #include "runtime/fork.h"
 #include "runtime/interrupt.h"
 #include "runtime/launch_queue.h"
+#include "runtime/local_view.h"
 #include "runtime/metrics.h"
 #include "runtime/program_cache.h"
 #include "runtime/runtime.h"
@@ -86,6 +87,22 @@ PYBIND11_MODULE(_C, m) {
       "_device_count", [] { return runtime::device_count(); },
       py::call_guard<py::gil_scoped_release>());
   m.def("_in_bad_fork", &runtime::in_bad_fork);
+  // The tpu indices this process owns (all of them unless one device per local rank applies).
+  m.def(
+      "_local_devices",
+      [] {
+        std::vector<int> own;
+        runtime::Runtime& rt = runtime::get();
+        for (int i = 0; i < rt.device_count(); ++i) {
+          if (rt.owns_device(i)) own.push_back(i);
+        }
+        return own;
+      },
+      py::call_guard<py::gil_scoped_release>());
+  m.def("_local_view", [] {
+    const runtime::LocalView& v = runtime::local_view();
+    return py::make_tuple(v.on, v.why);
+  });
   m.def("_deferred_check_count", &runtime::deferred_check_count);
   m.def("_platform", [] { return runtime::get().platform(); });
   m.def("_plugin_path", [] { return runtime::get().plugin_path(); });

@@ -174,7 +174,7 @@ SharedModules& shared_modules() {
 int index_of(const pjrt::Device& device) {
   Runtime& rt = get();
   for (int i = 0; i < rt.device_count(); ++i) {
-    if (&rt.device(i) == &device) return i;
+    if (rt.owns_device(i) && &rt.device(i) == &device) return i;
   }
   return -1;
 }

@@ -12,7 +12,9 @@
 
 #include "config/config.h"
 #include "pjrt/fork_state.h"
+#include "pjrt/process_options.h"
 #include "runtime/fork.h"
+#include "runtime/local_view.h"
 
 namespace torchtpu::runtime {
 namespace {
@@ -45,12 +47,28 @@ const bool atfork_registered = [] {
 }();
 
 // Whether the configured plugin is the XLA CPU plugin, whose device count is a create option.
-bool is_cpu_plugin(const std::string& path) { return path.find("cpu") != std::string::npos; }
+bool is_cpu_plugin(const std::string& path) { return plugin_kind(path) == PluginKind::kCpu; }
 
 // The XLA GPU plugin (xla_cuda_plugin.so from JAX's jax-cuda*-pjrt, xla-cuda13-pjrt's).
-bool is_gpu_plugin(const std::string& path) {
-  const std::string name = path.substr(path.rfind('/') + 1);
-  return name.find("cuda") != std::string::npos || name.find("gpu") != std::string::npos;
+bool is_gpu_plugin(const std::string& path) { return plugin_kind(path) == PluginKind::kGpu; }
+
+// The local view (local_view.h), computed once per configured plugin.
+std::mutex view_mutex;
+// Replaced only by configure(), never freed: callers hold references.
+LocalView* view = nullptr;
+std::string view_error;
+
+// libtpu reads its process layout from the environment when a client is made, here or in the
+// probe child: one chip per local rank, as torch_xla sets it, where the user has not. One host
+// (NODE_RANK/torchrun's multi-node layout needs the hosts' addresses: set the variables yourself).
+void set_tpu_process_env(const LocalView& v) {
+  pjrt::ProcessPlace place;
+  place.local_rank = v.local_rank;
+  place.local_world_size = v.local_world_size;
+  for (const auto& [name, value] : pjrt::tpu_process_env(
+           place, pjrt::default_host_chip_bounds(v.local_world_size), {"localhost"})) {
+    setenv(name.c_str(), value.c_str(), /*overwrite=*/0);
+  }
 }
 
 // Set when creating the runtime failed: the device is then unavailable for good, whatever a
@@ -92,6 +110,7 @@ int probe_device_count() {
   try {
     // dlopen + GetPjrtApi + version check; no plugin initialization, no client.
     pjrt::Plugin::probe(path);
+    if (local_view().on && plugin_kind(path) == PluginKind::kTpu) set_tpu_process_env(local_view());
   } catch (const std::exception&) {
     return 0;  // get() raises the same error on use
   }
@@ -126,7 +145,8 @@ int probe_device_count() {
   return -1;
 }
 
-// The device count known without creating a client, or -1 when there is none.
+// The device count known without creating a client, or -1 when there is none (the process's
+// own devices: local_view() multiplies).
 int count_without_client() {
   std::lock_guard<std::mutex> g(probe_mutex);
   if (!probed) {
@@ -147,6 +167,15 @@ std::map<std::string, pjrt::Attribute> client_options(const std::string& path) {
   if (is_cpu_plugin(path)) {
     // Throws std::invalid_argument naming the variable for a bad count ("abc", "-1").
     options["cpu_device_count"] = config::positive_int("TORCHTPU_CPU_DEVICE_COUNT", 1, 4096);
+  }
+  const LocalView& v = local_view();
+  if (v.on && is_gpu_plugin(path)) {
+    pjrt::ProcessPlace place;
+    place.local_rank = v.local_rank;
+    place.local_world_size = v.local_world_size;
+    for (auto& [name, value] : pjrt::gpu_process_options(place, {v.local_rank}, false)) {
+      options[name] = value;
+    }
   }
   if (is_gpu_plugin(path)) {
     // The GPU client reserves 75% of GPU memory when it starts unless told not to (JAX's
@@ -172,16 +201,55 @@ void configure(const std::string& plugin_path, const std::string& error) {
     configured_path = plugin_path;
     configured_error = error;
   }
+  {
+    // The launcher's environment is set before the process starts, so reading it here, at import,
+    // is reading it at the first use.
+    std::lock_guard<std::mutex> g(view_mutex);
+    view_error.clear();
+    try {
+      view = new LocalView(local_view_for(plugin_path));
+    } catch (const std::exception& e) {
+      // A malformed LOCAL_RANK: every device numbered from 0, and get() raises why.
+      view = new LocalView();
+      view->why = e.what();
+      view_error = e.what();
+    }
+  }
   // A new plugin path invalidates a count probed for the old one.
   std::lock_guard<std::mutex> g(probe_mutex);
   probed = false;
+}
+
+const LocalView& local_view() {
+  static const LocalView unconfigured;
+  std::lock_guard<std::mutex> g(view_mutex);
+  return view ? *view : unconfigured;
+}
+
+int first_local_device() {
+  const LocalView& v = local_view();
+  if (!v.on) return 0;
+  if (Runtime* rt = instance.load(std::memory_order_acquire)) return rt->first_local_device();
+  const int own = count_without_client();
+  return own > 0 ? v.local_rank * own : v.local_rank;
+}
+
+bool Runtime::owns_device(int index) const {
+  return index >= first_local_ &&
+         index < first_local_ + static_cast<int>(client_->devices().size());
 }
 
 const pjrt::Device& Runtime::device(int index) const {
   TORCH_CHECK(index >= 0 && index < device_count(), "Invalid device index tpu:", index,
               ": torchtpu has ", device_count(), " device(s) (valid indices 0..",
               device_count() - 1, ")");
-  return *client_->devices()[static_cast<size_t>(index)];
+  TORCH_CHECK(owns_device(index), "tpu:", index,
+              " is the device of another process on this host: ", local_view().why,
+              ", which are tpu:", first_local_, "..",
+              first_local_ + static_cast<int>(client_->devices().size()) - 1,
+              " (torch.tpu.set_device(int(os.environ[\"LOCAL_RANK\"])); TORCHTPU_LOCAL_DEVICES=all "
+              "opens every device in each process)");
+  return *client_->devices()[static_cast<size_t>(index - first_local_)];
 }
 
 Runtime& get() {
@@ -195,9 +263,18 @@ Runtime& get() {
       failure = configured_error;
     } else {
       try {
+        const LocalView& v = local_view();
+        {
+          std::lock_guard<std::mutex> g2(view_mutex);
+          TORCH_CHECK(view_error.empty(), view_error);
+        }
         auto plugin = pjrt::Plugin::load(configured_path);
+        if (v.on && plugin_kind(configured_path) == PluginKind::kTpu) set_tpu_process_env(v);
         auto rt = std::unique_ptr<Runtime>(new Runtime());
         rt->client_ = pjrt::Client::create(plugin, client_options(configured_path));
+        const int own = static_cast<int>(rt->client_->devices().size());
+        rt->first_local_ = v.on ? v.local_rank * own : 0;
+        rt->device_count_ = v.on ? v.local_world_size * own : own;
         rt->platform_ = rt->client_->platform_name();
         rt->plugin_path_ = configured_path;
         rt->compile_options_ = pjrt::portable_compile_options();
@@ -229,7 +306,7 @@ int device_count() {
   if (Runtime* rt = instance.load(std::memory_order_acquire)) return rt->device_count();
   if (init_failed.load()) return 0;
   const int count = count_without_client();
-  if (count >= 0) return count;
+  if (count >= 0) return local_view().on ? count * local_view().local_world_size : count;
   try {
     return get().device_count();
   } catch (const std::exception&) {

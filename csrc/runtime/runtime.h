@@ -14,8 +14,14 @@ namespace torchtpu::runtime {
 class Runtime {
  public:
   pjrt::Client& client() { return *client_; }
+  // The device torch calls tpu:index; raises for an index out of range or another local rank's
+  // device (local_view.h).
   const pjrt::Device& device(int index) const;
-  int device_count() const { return static_cast<int>(client_->devices().size()); }
+  // tpu indices, as torch numbers them: under a multi-process launch the process's own devices
+  // sit at LOCAL_RANK*k.. among LOCAL_WORLD_SIZE*k (local_view.h); else all of them, from 0.
+  int device_count() const { return device_count_; }
+  int first_local_device() const { return first_local_; }
+  bool owns_device(int index) const;
   const std::string& platform() const { return platform_; }
   const std::string& plugin_path() const { return plugin_path_; }
   const std::string& compile_options() const { return compile_options_; }
@@ -27,6 +33,8 @@ class Runtime {
   std::string platform_;
   std::string plugin_path_;
   std::string compile_options_;
+  int first_local_ = 0;
+  int device_count_ = 0;
 };
 
 // Set by the Python face at import: the plugin path it found, or why it found none.
@@ -39,6 +47,8 @@ Runtime& get();
 // when unavailable. In a bad fork, the parent's count.
 bool is_available();
 int device_count();
+// The first tpu index this process owns (0 unless local_view() is on); without a client.
+int first_local_device();
 // Why the runtime is unavailable ("" if available or not yet tried).
 std::string init_error();
 bool is_initialized();

@@ -648,6 +648,54 @@ def test_local_device_index(monkeypatch):
         tdist.local_device_index()
 
 
+# The CUDA idiom, unchanged but for the device name, as a user's torchrun script has it.
+_CUDA_IDIOM_SCRIPT = """
+import os, sys
+import torch, torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+sys.path.insert(0, {here!r})
+import test_distributed as t
+
+local_rank = int(os.environ["LOCAL_RANK"])
+# Before set_device: the process's own device is already current, and it sees one per local rank.
+assert torch.tpu.device_count() == int(os.environ["LOCAL_WORLD_SIZE"]), torch.tpu.device_count()
+assert torch.tpu.current_device() == local_rank, torch.tpu.current_device()
+torch.tpu.set_device(local_rank)
+dev = torch.device("tpu", local_rank)
+dist.init_process_group("tpu")
+rank, world = dist.get_rank(), dist.get_world_size()
+model = DDP(t._mlp().to(dev), device_ids=[local_rank])
+losses = t._train(model, world, rank, 3, True, dev)
+t._check_training(losses, list(model.module.parameters()), world, 3, "DDP (CUDA idiom)")
+assert torch.ones(2).to("tpu").device == dev          # "tpu" without an index: this process's
+peer = 1 - local_rank
+try:
+    torch.ones(2, device=torch.device("tpu", peer))
+except RuntimeError as e:
+    assert "another process" in str(e) and "LOCAL_RANK" in str(e), e
+else:
+    raise AssertionError("a peer's device was usable")
+import torchtpu.distributed as tdist
+assert tdist.transport()[0] == "gloo", tdist.transport()   # XLA:CPU: no cross-process collectives
+dist.destroy_process_group()
+print(f"rank {{rank}} ok", flush=True)
+"""
+
+
+def test_cuda_idiom_under_torchrun_with_default_settings(start_python, tmp_path):
+    """torchrun --nproc-per-node 2 with no torchtpu variables: each process opens one device,
+    numbered tpu:LOCAL_RANK, and the CUDA idiom (set_device(LOCAL_RANK), device_ids=[LOCAL_RANK])
+    trains DDP like one CPU process."""
+    script = tmp_path / "train.py"
+    script.write_text(_CUDA_IDIOM_SCRIPT.format(here=HERE))
+    code = ("import sys; from torch.distributed.run import main; "
+            f"main(['--standalone', '--nproc-per-node', '2', {str(script)!r}])")
+    res = start_python(code, timeout=240, TORCHTPU_CPU_DEVICE_COUNT="", GLOO_SOCKET_IFNAME="lo",
+                       OMP_NUM_THREADS="1").wait()
+    for r in range(2):
+        assert f"rank {r} ok" in res.stdout, res.stdout + res.stderr
+
+
 def test_every_collective_matches_gloo(start_python, tmp_path):
     _run_ranks(start_python, "collectives", tmp_path)
 

@@ -31,7 +31,9 @@ BACKEND_NAMES = ("tpu", "tpu_dist")
 def local_device_index() -> int:
     """The tpu device index this process should use: ``LOCAL_RANK`` (set by torchrun, Ray Train
     and most launchers) when this process sees more devices than that, else 0 (one device per
-    process, e.g. ``TORCHTPU_CPU_DEVICE_COUNT=1`` on the CPU plugin or one visible TPU chip)."""
+    process chosen by hand, e.g. ``TORCHTPU_CPU_DEVICE_COUNT=1`` or ``TPU_VISIBLE_CHIPS``).
+    With default settings under torchrun each process opens only its own device and numbers it
+    ``tpu:LOCAL_RANK`` among ``LOCAL_WORLD_SIZE`` (docs/distributed.md), so this is LOCAL_RANK."""
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     count = torch.tpu.device_count()
     if count == 0:
