@@ -305,7 +305,14 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::_allgather_base(at::Tensor& output, a
   Staging s(host_pool_, stats_);
   at::Tensor host_in = s.input(input);
   at::Tensor host_out = s.output(output);
-  s.pending.host_work.push_back(host_->_allgather_base(host_out, host_in, opts));
+  // NCCL and the in-program path take any output of the right size (FSDP2 and DTensor pass a
+  // stacked (world, *input) one); gloo wants (world * input.size(0), *input.sizes()[1:]), so it
+  // gets that view of the same host memory.
+  std::vector<int64_t> gathered = input.sizes().vec();
+  if (gathered.empty()) gathered.push_back(1);
+  gathered[0] *= getSize();
+  at::Tensor gloo_out = host_out.view(gathered);
+  s.pending.host_work.push_back(host_->_allgather_base(gloo_out, host_in, opts));
   return launch(s, c10d::OpType::_ALLGATHER_BASE, {output});
 }
 
