@@ -34,6 +34,9 @@ const std::vector<Variable>& variables() {
       {"TORCHTPU_COLLECTIVES", "auto",
        "host: collectives of tpu tensors stage through host memory and gloo (auto: inside XLA "
        "programs where the ranks' devices are one PJRT world)"},
+      {"TORCHTPU_PJRT_WORLD", "0",
+       "1: on TPU/GPU, init_process_group makes the processes one PJRT world (in-program "
+       "collectives across processes; not yet run on hardware)"},
       {"TORCHTPU_ROUTE_INDUCTOR", "1", "0: torch.compile's Inductor handles tpu graphs itself"},
       {"TORCHTPU_PATCH_SAFETENSORS", "1",
        "0: safetensors' safe_open/load_file keep their own device check (no tpu)"},

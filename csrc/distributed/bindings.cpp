@@ -3,10 +3,92 @@
 // c10d::Backend (torch._C._distributed_c10d) carry the objects across.
 #include <torch/csrc/utils/pybind.h>
 
+#include "distributed/c10d_kv_store.h"
 #include "distributed/tpu_backend.h"
 #include "runtime/collective_world.h"
+#include "runtime/runtime.h"
 
 namespace torchtpu::distributed {
+namespace {
+
+// The plugin's side of the key-value callbacks, for tests: each call goes through the PJRT
+// callbacks (pjrt/kv_store.h) as a plugin would make it, onto a C10dKvStore. A callback error
+// becomes a RuntimeError carrying its code and message.
+class KvCallbacksForTest {
+ public:
+  KvCallbacksForTest(const c10::intrusive_ptr<c10d::Store>& store, const std::string& prefix)
+      : store_(store, prefix) {}
+
+  pybind11::bytes get(const std::string& key, int timeout_ms) {
+    PJRT_KeyValueGetCallback_Args a{};
+    a.struct_size = PJRT_KeyValueGetCallback_Args_STRUCT_SIZE;
+    a.key = key.data();
+    a.key_size = key.size();
+    a.timeout_in_ms = timeout_ms;
+    a.callback_error = &error_fn_;
+    a.user_arg = &store_;
+    {
+      pybind11::gil_scoped_release no_gil;
+      check(pjrt::kv_get_callback(&a));
+    }
+    std::string value(a.value, a.value_size);
+    a.value_deleter_callback(a.value);
+    return pybind11::bytes(value);
+  }
+  pybind11::object try_get(const std::string& key) {
+    PJRT_KeyValueTryGetCallback_Args a{};
+    a.struct_size = PJRT_KeyValueTryGetCallback_Args_STRUCT_SIZE;
+    a.key = key.data();
+    a.key_size = key.size();
+    a.callback_error = &error_fn_;
+    a.user_arg = &store_;
+    PJRT_Error* err = nullptr;
+    {
+      pybind11::gil_scoped_release no_gil;
+      err = pjrt::kv_try_get_callback(&a);
+    }
+    if (err != nullptr && last_code() == PJRT_Error_Code_NOT_FOUND) return pybind11::none();
+    check(err);
+    std::string value(a.value, a.value_size);
+    a.value_deleter_callback(a.value);
+    return pybind11::bytes(value);
+  }
+  void put(const std::string& key, const std::string& value) {
+    PJRT_KeyValuePutCallback_Args a{};
+    a.struct_size = PJRT_KeyValuePutCallback_Args_STRUCT_SIZE;
+    a.key = key.data();
+    a.key_size = key.size();
+    a.value = value.data();
+    a.value_size = value.size();
+    a.callback_error = &error_fn_;
+    a.user_arg = &store_;
+    pybind11::gil_scoped_release no_gil;
+    check(pjrt::kv_put_callback(&a));
+  }
+
+ private:
+  // PJRT_CallbackError: the plugin would make a PJRT_Error; the test keeps code and message
+  // (per thread: calls run concurrently) and returns a non-null marker.
+  static PJRT_Error* record(PJRT_Error_Code code, const char* message, size_t size) {
+    last_error() = {code, std::string(message, size)};
+    return reinterpret_cast<PJRT_Error*>(&last_error());
+  }
+  static std::pair<PJRT_Error_Code, std::string>& last_error() {
+    thread_local std::pair<PJRT_Error_Code, std::string> e;
+    return e;
+  }
+  static PJRT_Error_Code last_code() { return last_error().first; }
+  static void check(PJRT_Error* err) {
+    if (err == nullptr) return;
+    const auto& [code, message] = last_error();
+    TORCH_CHECK(false, "PJRT error code ", static_cast<int>(code), ": ", message);
+  }
+
+  C10dKvStore store_;
+  PJRT_CallbackError error_fn_ = &record;
+};
+
+}  // namespace
 
 void bind(pybind11::module& m) {
   // With `store`, the ranks pick the group's transport together (select_transport): every rank of
@@ -30,6 +112,30 @@ void bind(pybind11::module& m) {
       pybind11::arg("store") = c10::intrusive_ptr<c10d::Store>(), pybind11::arg("group_name") = "",
       pybind11::arg("global_ranks") = std::vector<int64_t>{},
       pybind11::arg("timeout_ms") = int64_t{30 * 60 * 1000});
+  // After rendezvous, before the device is first used: the PJRT client, when made, joins one
+  // multi-process world through `store` (its key-value store, under "pjrt/") as process `rank`
+  // of `size`. (joined, why not).
+  m.def("_pjrt_world_join", [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size) {
+    std::string why = runtime::process_world_blocker();
+    if (!why.empty()) return std::make_pair(false, why);  // no store traffic
+    pybind11::gil_scoped_release no_gil;
+    // Every process names the world as rank 0 does.
+    if (rank == 0) {
+      const std::string id = runtime::process_token();
+      store->set("pjrt/world_id", std::vector<uint8_t>(id.begin(), id.end()));
+    }
+    const std::vector<uint8_t> id = store->get("pjrt/world_id");
+    const bool joined =
+        runtime::configure_process_world(std::make_shared<C10dKvStore>(store, "pjrt/kv"),
+                                         std::string(id.begin(), id.end()), rank, size, &why);
+    return std::make_pair(joined, why);
+  });
+  m.def("_pjrt_world_blocker", &runtime::process_world_blocker);
+  pybind11::class_<KvCallbacksForTest>(m, "_KvCallbacksForTest")
+      .def(pybind11::init<const c10::intrusive_ptr<c10d::Store>&, const std::string&>())
+      .def("get", &KvCallbacksForTest::get)
+      .def("try_get", &KvCallbacksForTest::try_get)
+      .def("put", &KvCallbacksForTest::put);
   // ("xla" | "gloo", why) of a tpu backend.
   m.def("_tpu_backend_transport", [](const c10::intrusive_ptr<c10d::Backend>& backend) {
     auto* tpu = dynamic_cast<TpuBackend*>(backend.get());

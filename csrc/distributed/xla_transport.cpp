@@ -20,6 +20,7 @@
 #include "exec/program.h"
 #include "lowering/lowering.h"
 #include "pjrt/pjrt.h"
+#include "pjrt/world.h"
 #include "runtime/compile.h"
 #include "runtime/metrics.h"
 #include "runtime/program_cache.h"
@@ -868,43 +869,48 @@ std::unique_ptr<XlaTransport> select_transport(const c10::intrusive_ptr<c10d::St
               "TORCHTPU_COLLECTIVES must be auto or host, "
               "got '",
               wanted, "'");
-  // Each rank says which process it is, which device it took and whether it wants host staging;
-  // a key per rank, so the exchange costs one set and `size` gets.
+  // Each rank says which process it is, which device it took (torch index and PJRT global id),
+  // which multi-process PJRT world its client is ("" if none) and whether it wants host staging;
+  // a key per rank, so the exchange costs one set and `size` gets. pjrt::plan_transport decides.
+  // The global id needs the client: asked only where it exists or this process is joining a
+  // multi-process world (a host-staged group must not start the device by itself).
+  int64_t device_id = -1;
+  if (runtime::is_initialized() || runtime::process_world_pending()) {
+    runtime::Runtime& rt = runtime::get();
+    if (device_index >= 0 && device_index < rt.device_count() && rt.owns_device(device_index)) {
+      device_id = rt.device(device_index).id();
+    }
+  }
   const std::string mine = runtime::process_token() + "|" + std::to_string(device_index) + "|" +
+                           std::to_string(device_id) + "|" + runtime::process_world_id() + "|" +
                            (wanted == "host" ? "host" : "auto");
   const std::string prefix = "tpu_transport/";
   store->set(prefix + std::to_string(rank), std::vector<uint8_t>(mine.begin(), mine.end()));
-  std::vector<std::string> tokens(static_cast<size_t>(size));
-  std::vector<int> indices(static_cast<size_t>(size));
-  bool host_wanted = false;
+  std::vector<pjrt::RankEntry> entries(static_cast<size_t>(size));
   for (int r = 0; r < size; ++r) {
     std::vector<uint8_t> v = store->get(prefix + std::to_string(r));
+    std::vector<std::string> fields;
     std::string s(v.begin(), v.end());
-    const size_t want_bar = s.rfind('|');
-    host_wanted = host_wanted || s.substr(want_bar + 1) == "host";
-    s = s.substr(0, want_bar);
-    const size_t bar = s.rfind('|');
-    tokens[static_cast<size_t>(r)] = s.substr(0, bar);
-    indices[static_cast<size_t>(r)] = std::stoi(s.substr(bar + 1));
-  }
-  if (host_wanted) {
-    *why = "TORCHTPU_COLLECTIVES=host";
-    return nullptr;
-  }
-  if (size < 2) {
-    *why = "a group of one rank has nothing to exchange";
-    return nullptr;
-  }
-  for (int r = 0; r < size; ++r) {
-    if (tokens[static_cast<size_t>(r)] != tokens[0]) {
-      *why =
-          "its ranks are separate processes and this PJRT client is not a multi-process world "
-          "(the XLA CPU plugin has no cross-process collectives)";
-      return nullptr;
+    for (size_t start = 0;;) {  // process|index|id|world|want; the process token has no '|'
+      const size_t bar = s.find('|', start);
+      fields.push_back(s.substr(start, bar == std::string::npos ? bar : bar - start));
+      if (bar == std::string::npos) break;
+      start = bar + 1;
     }
+    TORCH_CHECK(fields.size() == 5, "torchtpu: rank ", r, " sent a malformed transport entry '", s,
+                "' (mixed torchtpu versions?)");
+    pjrt::RankEntry& e = entries[static_cast<size_t>(r)];
+    e.process = fields[0];
+    e.device_index = std::stoi(fields[1]);
+    e.device_id = std::stoll(fields[2]);
+    e.world = fields[3];
+    e.wants_host = fields[4] == "host";
   }
-  // One process: the ranks are threads, each on its own device of this process's client.
-  runtime::Runtime& rt = runtime::get();
+  const pjrt::TransportPlan plan = pjrt::plan_transport(entries, runtime::no_process_world_why());
+  if (plan.kind == pjrt::TransportPlan::kHost) {
+    *why = plan.why;
+    return nullptr;
+  }
   runtime::GroupLayout layout;
   // Rank 0 names the group for all: unique among this process's groups and any other's.
   static std::atomic<uint64_t> groups_made{0};
@@ -916,25 +922,21 @@ std::unique_ptr<XlaTransport> select_transport(const c10::intrusive_ptr<c10d::St
   layout.uid.assign(uid.begin(), uid.end());
   layout.rank = rank;
   layout.global_ranks = global_ranks;
-  layout.in_process = true;
+  // Thread ranks of one process, each on its own device; or one multi-process PJRT world.
+  layout.in_process = plan.kind == pjrt::TransportPlan::kInProcess;
   layout.timeout = timeout;
-  for (int r = 0; r < size; ++r) {
-    const int index = indices[static_cast<size_t>(r)];
-    if (index < 0 || index >= rt.device_count() || !rt.owns_device(index)) {
-      *why = "rank " + std::to_string(r) + " uses tpu:" + std::to_string(index) +
-             ", which this process does not have";
-      return nullptr;
-    }
-    layout.devices.push_back(rt.device(index).id());
-  }
-  for (int r = 0; r < size; ++r) {
-    for (int q = r + 1; q < size; ++q) {
-      if (indices[static_cast<size_t>(r)] == indices[static_cast<size_t>(q)]) {
-        *why = "ranks " + std::to_string(r) + " and " + std::to_string(q) +
-               " share tpu:" + std::to_string(indices[static_cast<size_t>(r)]) +
-               " (in-program collectives need one device per rank)";
+  layout.devices = plan.devices;
+  if (layout.in_process) {
+    // Thread ranks: this process's own client numbers every rank's device.
+    runtime::Runtime& rt = runtime::get();
+    for (int r = 0; r < size; ++r) {
+      const int index = entries[static_cast<size_t>(r)].device_index;
+      if (index < 0 || index >= rt.device_count() || !rt.owns_device(index)) {
+        *why = "rank " + std::to_string(r) + " uses tpu:" + std::to_string(index) +
+               ", which this process does not have";
         return nullptr;
       }
+      layout.devices[static_cast<size_t>(r)] = rt.device(index).id();
     }
   }
   const bool whole_world = static_cast<int64_t>(global_ranks.size()) == size &&
@@ -943,7 +945,8 @@ std::unique_ptr<XlaTransport> select_transport(const c10::intrusive_ptr<c10d::St
   if (group_name == "0" || (whole_world && !runtime::find_group(device_index, "0"))) {
     runtime::set_world_devices(device_index, layout.devices);
   }
-  *why = "its ranks are threads of this process, each on its own device";
+  *why = layout.in_process ? "its ranks are threads of this process, each on its own device"
+                           : "its ranks' devices are one multi-process PJRT world";
   return std::make_unique<XlaTransport>(group_name, std::move(layout), device_index);
 }
 

@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "pjrt/fork_state.h"
+#include "pjrt/kv_store.h"
 #include "pjrt/pjrt.h"
 
 namespace torchtpu::pjrt {
@@ -46,13 +47,15 @@ Client::Client(std::shared_ptr<Plugin> plugin, PJRT_Client* client)
     : plugin_(std::move(plugin)), client_(client) {}
 
 std::unique_ptr<Client> Client::create(std::shared_ptr<Plugin> plugin,
-                                       const std::map<std::string, Attribute>& options) {
+                                       const std::map<std::string, Attribute>& options,
+                                       KvStore* kv_store) {
   if (plugin == nullptr) throw Error("Client::create: null plugin");
   std::vector<PJRT_NamedValue> values = to_named_values(options);
   PJRT_Client_Create_Args args{};
   args.struct_size = PJRT_Client_Create_Args_STRUCT_SIZE;
   args.create_options = values.data();
   args.num_options = values.size();
+  attach_kv_store(args, kv_store);
   plugin->call(&PJRT_Api::PJRT_Client_Create, &args, "PJRT_Client_Create");
   // Owning the client before enumerating devices frees it if enumeration throws.
   std::unique_ptr<Client> client(new Client(plugin, args.client));

@@ -18,6 +18,8 @@
 
 namespace torchtpu::pjrt {
 
+class KvStore;  // pjrt/kv_store.h
+
 // Every PJRT failure becomes this exception; what() carries the plugin's message.
 class Error : public std::runtime_error {
  public:
@@ -224,8 +226,11 @@ enum class HostSemantics {
 class Client {
  public:
   // PJRT_Client_Create with optional create options (key/value).
+  // With `kv_store` (kept alive by the caller as long as the client), the plugin may form one
+  // multi-process world through it (pjrt/kv_store.h).
   static std::unique_ptr<Client> create(std::shared_ptr<Plugin> plugin,
-                                        const std::map<std::string, Attribute>& options = {});
+                                        const std::map<std::string, Attribute>& options = {},
+                                        KvStore* kv_store = nullptr);
   ~Client();
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;

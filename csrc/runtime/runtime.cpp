@@ -12,6 +12,7 @@
 
 #include "config/config.h"
 #include "pjrt/fork_state.h"
+#include "pjrt/kv_store.h"
 #include "pjrt/process_options.h"
 #include "runtime/fork.h"
 #include "runtime/local_view.h"
@@ -51,6 +52,16 @@ bool is_cpu_plugin(const std::string& path) { return plugin_kind(path) == Plugin
 
 // The XLA GPU plugin (xla_cuda_plugin.so from JAX's jax-cuda*-pjrt, xla-cuda13-pjrt's).
 bool is_gpu_plugin(const std::string& path) { return plugin_kind(path) == PluginKind::kGpu; }
+
+// The multi-process world asked for before the client was made (configure_process_world).
+struct ProcessWorld {
+  std::shared_ptr<pjrt::KvStore> store;
+  std::string id;
+  int process_index = 0;
+  int process_count = 1;
+};
+ProcessWorld process_world;  // guarded by init_mutex
+std::string joined_world;    // set once the client was made in a world
 
 // The local view (local_view.h), computed once per configured plugin.
 std::mutex view_mutex;
@@ -271,7 +282,15 @@ Runtime& get() {
         auto plugin = pjrt::Plugin::load(configured_path);
         if (v.on && plugin_kind(configured_path) == PluginKind::kTpu) set_tpu_process_env(v);
         auto rt = std::unique_ptr<Runtime>(new Runtime());
-        rt->client_ = pjrt::Client::create(plugin, client_options(configured_path));
+        std::map<std::string, pjrt::Attribute> options = client_options(configured_path);
+        if (process_world.store && is_gpu_plugin(configured_path)) {
+          // XLA:GPU exchanges its topology through the store: this process is node
+          // process_index of process_count.
+          options["node_id"] = static_cast<int64_t>(process_world.process_index);
+          options["num_nodes"] = static_cast<int64_t>(process_world.process_count);
+        }
+        rt->client_ = pjrt::Client::create(plugin, options, process_world.store.get());
+        if (process_world.store) joined_world = process_world.id;
         const int own = static_cast<int>(rt->client_->devices().size());
         rt->first_local_ = v.on ? v.local_rank * own : 0;
         rt->device_count_ = v.on ? v.local_world_size * own : own;
@@ -290,6 +309,65 @@ Runtime& get() {
 }
 
 bool is_available() { return device_count() > 0; }
+
+std::string process_world_id() {
+  std::lock_guard<std::mutex> g(init_mutex);
+  return joined_world;
+}
+
+namespace {
+// Why this process cannot be (or is not) one world with others; "" when it can.
+std::string world_blocker(const std::string& path) {
+  if (is_cpu_plugin(path)) {
+    return "the XLA CPU plugin has no cross-process collectives";
+  }
+  if (!config::flag("TORCHTPU_PJRT_WORLD", false)) {
+    return "one PJRT world across processes is off (TORCHTPU_PJRT_WORLD=1 turns it on for TPU "
+           "and GPU plugins; not yet run on hardware)";
+  }
+  return "";
+}
+}  // namespace
+
+bool process_world_pending() {
+  std::lock_guard<std::mutex> g(init_mutex);
+  return process_world.store != nullptr && instance.load() == nullptr;
+}
+
+std::string process_world_blocker() {
+  std::lock_guard<std::mutex> g(init_mutex);
+  return world_blocker(configured_path);
+}
+
+std::string no_process_world_why() {
+  std::lock_guard<std::mutex> g(init_mutex);
+  const std::string blocker = world_blocker(configured_path);
+  if (!blocker.empty()) return blocker;
+  if (instance.load() != nullptr && joined_world.empty()) {
+    return "the tpu runtime started before init_process_group, with a client of this process "
+           "alone (set the device and call init_process_group before using tpu)";
+  }
+  return "the ranks are in different PJRT worlds";
+}
+
+bool configure_process_world(std::shared_ptr<pjrt::KvStore> store, const std::string& world_id,
+                             int process_index, int process_count, std::string* why) {
+  std::lock_guard<std::mutex> g(init_mutex);
+  *why = world_blocker(configured_path);
+  if (!why->empty()) return false;
+  if (instance.load() != nullptr || tried) {
+    if (joined_world == world_id) return true;
+    *why =
+        "the tpu runtime started before init_process_group, with a client of this process "
+        "alone (set the device and call init_process_group before using tpu)";
+    return false;
+  }
+  process_world.store = std::move(store);
+  process_world.id = world_id;
+  process_world.process_index = process_index;
+  process_world.process_count = process_count;
+  return true;
+}
 
 std::string init_error() {
   std::lock_guard<std::mutex> g(init_mutex);

@@ -53,6 +53,25 @@ int first_local_device();
 std::string init_error();
 bool is_initialized();
 
+// ---- one PJRT world across processes (docs/distributed.md) ----
+// The world this process's client belongs to ("" for a local client), the same string in every
+// process of it.
+std::string process_world_id();
+// Whether configure_process_world succeeded and the client is not made yet.
+bool process_world_pending();
+// Why this process cannot join a multi-process world at all ("" when it can): XLA:CPU, or
+// TORCHTPU_PJRT_WORLD unset. Touches nothing.
+std::string process_world_blocker();
+// Why processes stage their collectives through the host instead (the plugin's reason).
+std::string no_process_world_why();
+// Asks that the client, when it is made, join the multi-process world `world_id` through `store`
+// (the plugin's key-value store: kept for the client's life) as process `process_index` of
+// `process_count`, with the plugin's multi-process options. Returns false, with *why, where it
+// cannot: XLA:CPU (no cross-process collectives), TORCHTPU_PJRT_WORLD unset, or the runtime
+// already started (its buffers belong to a local client).
+bool configure_process_world(std::shared_ptr<pjrt::KvStore> store, const std::string& world_id,
+                             int process_index, int process_count, std::string* why);
+
 // TPU_LAUNCH_BLOCKING=1: wait for every execution so errors surface at the op that caused them.
 bool launch_blocking();
 

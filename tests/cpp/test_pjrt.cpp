@@ -4,14 +4,21 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <future>
 #include <iostream>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "pjrt/kv_store.h"
 #include "pjrt/pjrt.h"
+#include "pjrt/process_options.h"
+#include "pjrt/world.h"
 
 namespace torchtpu::pjrt {
 namespace {
@@ -447,6 +454,248 @@ TEST_F(PjrtTest, DeleteStorageMarksTheBufferDeleted) {
   EXPECT_TRUE(buffer->is_deleted());
   std::vector<float> out(4);
   EXPECT_THROW(buffer->to_host(out.data(), out.size() * sizeof(float)), Error);
+}
+
+// ---- multi-process pieces: the key-value callbacks, the plugins' process options, the
+// transport plan (no second process or TPU/GPU plugin here: each is tested alone) ----
+
+// An in-memory KvStore: get() waits on a condition variable, as a c10d store's wait does.
+class MemoryKvStore final : public KvStore {
+ public:
+  std::string get(const std::string& key, std::chrono::milliseconds timeout) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!cv_.wait_for(lock, timeout, [&] { return values_.count(key) > 0; })) {
+      throw KvTimeout("no " + key + " in time");
+    }
+    return values_.at(key);
+  }
+  std::optional<std::string> try_get(const std::string& key) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = values_.find(key);
+    if (it == values_.end()) return std::nullopt;
+    return it->second;
+  }
+  void put(const std::string& key, const std::string& value) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      values_[key] = value;
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::string, std::string> values_;
+};
+
+// The plugin's PJRT_CallbackError: the test records the code (per thread) and returns a marker.
+thread_local PJRT_Error_Code callback_code = PJRT_Error_Code_OK;
+PJRT_Error* record_callback_error(PJRT_Error_Code code, const char*, size_t) {
+  callback_code = code;
+  return reinterpret_cast<PJRT_Error*>(&callback_code);
+}
+PJRT_CallbackError callback_error = &record_callback_error;
+
+// Calls the get callback as a plugin does; the value, or nullopt with callback_code set.
+std::optional<std::string> plugin_get(KvStore& store, const std::string& key, int timeout_ms) {
+  PJRT_KeyValueGetCallback_Args a{};
+  a.struct_size = PJRT_KeyValueGetCallback_Args_STRUCT_SIZE;
+  a.key = key.data();
+  a.key_size = key.size();
+  a.timeout_in_ms = timeout_ms;
+  a.callback_error = &callback_error;
+  a.user_arg = &store;
+  if (kv_get_callback(&a) != nullptr) return std::nullopt;
+  std::string value(a.value, a.value_size);
+  a.value_deleter_callback(a.value);
+  return value;
+}
+
+std::optional<std::string> plugin_try_get(KvStore& store, const std::string& key) {
+  PJRT_KeyValueTryGetCallback_Args a{};
+  a.struct_size = PJRT_KeyValueTryGetCallback_Args_STRUCT_SIZE;
+  a.key = key.data();
+  a.key_size = key.size();
+  a.callback_error = &callback_error;
+  a.user_arg = &store;
+  if (kv_try_get_callback(&a) != nullptr) return std::nullopt;
+  std::string value(a.value, a.value_size);
+  a.value_deleter_callback(a.value);
+  return value;
+}
+
+void plugin_put(KvStore& store, const std::string& key, const std::string& value) {
+  PJRT_KeyValuePutCallback_Args a{};
+  a.struct_size = PJRT_KeyValuePutCallback_Args_STRUCT_SIZE;
+  a.key = key.data();
+  a.key_size = key.size();
+  a.value = value.data();
+  a.value_size = value.size();
+  a.callback_error = &callback_error;
+  a.user_arg = &store;
+  ASSERT_EQ(kv_put_callback(&a), nullptr);
+}
+
+TEST(PjrtKvStore, GetBlocksUntilPutTryGetDoesNot) {
+  MemoryKvStore store;
+  EXPECT_EQ(plugin_try_get(store, "topology/1"), std::nullopt);
+  EXPECT_EQ(callback_code, PJRT_Error_Code_NOT_FOUND);
+  auto waiting =
+      std::async(std::launch::async, [&] { return plugin_get(store, "topology/1", 20000); });
+  EXPECT_EQ(waiting.wait_for(std::chrono::milliseconds(100)), std::future_status::timeout);
+  // Binary values (a serialized topology) pass unchanged.
+  const std::string value("\0\x01topology\xff", 12);
+  plugin_put(store, "topology/1", value);
+  EXPECT_EQ(waiting.get(), value);
+  EXPECT_EQ(plugin_try_get(store, "topology/1"), value);
+}
+
+TEST(PjrtKvStore, GetTimesOutWithDeadlineExceeded) {
+  MemoryKvStore store;
+  EXPECT_EQ(plugin_get(store, "never", 50), std::nullopt);
+  EXPECT_EQ(callback_code, PJRT_Error_Code_DEADLINE_EXCEEDED);
+}
+
+TEST(PjrtKvStore, ConcurrentCallsFromManyThreads) {
+  // The plugin calls from a pool: each thread waits for its neighbour's key, then puts its own.
+  MemoryKvStore store;
+  constexpr int kThreads = 8;
+  std::vector<std::future<std::optional<std::string>>> got;
+  for (int t = 0; t < kThreads; ++t) {
+    got.push_back(std::async(std::launch::async, [&store, t] {
+      auto v = t == 0 ? std::optional<std::string>("start")
+                      : plugin_get(store, "k" + std::to_string(t - 1), 20000);
+      plugin_put(store, "k" + std::to_string(t), "v" + std::to_string(t));
+      return v;
+    }));
+  }
+  for (int t = 1; t < kThreads; ++t) EXPECT_EQ(got[t].get(), "v" + std::to_string(t - 1));
+}
+
+TEST(PjrtKvStore, AStoreErrorBecomesThePluginsError) {
+  struct Broken final : KvStore {
+    std::string get(const std::string&, std::chrono::milliseconds) override {
+      throw std::runtime_error("connection reset");
+    }
+    std::optional<std::string> try_get(const std::string&) override {
+      throw std::runtime_error("connection reset");
+    }
+    void put(const std::string&, const std::string&) override {}
+  } broken;
+  EXPECT_EQ(plugin_get(broken, "k", 10), std::nullopt);
+  EXPECT_EQ(callback_code, PJRT_Error_Code_INTERNAL);
+  EXPECT_EQ(plugin_try_get(broken, "k"), std::nullopt);
+  EXPECT_EQ(callback_code, PJRT_Error_Code_INTERNAL);
+}
+
+TEST_F(PjrtTest, ClientCreatesWithTheKeyValueCallbacks) {
+  // The XLA CPU plugin takes the callbacks and never calls them (no cross-process collectives):
+  // creation still works, with the same devices.
+  MemoryKvStore store;
+  auto client = Client::create(plugin_, {{"cpu_device_count", int64_t{2}}}, &store);
+  EXPECT_EQ(client->devices().size(), 2u);
+  EXPECT_EQ(store.try_get("anything"), std::nullopt);
+}
+
+TEST(PjrtProcessOptions, TpuOneChipPerProcessAsTorchXlaSetsIt) {
+  ProcessPlace place;
+  place.local_rank = 3;
+  place.local_world_size = 4;
+  auto env = tpu_process_env(place, default_host_chip_bounds(4), {"localhost"});
+  std::map<std::string, std::string> m(env.begin(), env.end());
+  EXPECT_EQ(m["TPU_VISIBLE_CHIPS"], "3");
+  EXPECT_EQ(m["TPU_CHIPS_PER_PROCESS_BOUNDS"], "1,1,1");
+  EXPECT_EQ(m["TPU_PROCESS_BOUNDS"], "2,2,1");
+  EXPECT_EQ(m["TPU_PROCESS_ADDRESSES"],
+            "localhost:8476,localhost:8477,localhost:8478,localhost:8479");
+  EXPECT_EQ(m["TPU_PROCESS_PORT"], "8479");
+  EXPECT_EQ(m["CLOUD_TPU_TASK_ID"], "3");
+  // Two hosts of a v5e-16: hosts stack along y, tasks count across hosts.
+  place.local_rank = 1;
+  place.local_world_size = 8;
+  place.node_rank = 1;
+  place.num_nodes = 2;
+  env = tpu_process_env(place, default_host_chip_bounds(8), {"10.0.0.1", "10.0.0.2"}, 9000);
+  m = std::map<std::string, std::string>(env.begin(), env.end());
+  EXPECT_EQ(m["TPU_PROCESS_BOUNDS"], "2,8,1");
+  EXPECT_EQ(m["CLOUD_TPU_TASK_ID"], "9");
+  EXPECT_EQ(m["TPU_PROCESS_PORT"], "9001");
+  EXPECT_EQ(m["TPU_PROCESS_ADDRESSES"].rfind("10.0.0.2:9007"),
+            m["TPU_PROCESS_ADDRESSES"].size() - std::string("10.0.0.2:9007").size());
+}
+
+TEST(PjrtProcessOptions, TpuLayoutThatCannotBeRaises) {
+  ProcessPlace place;
+  place.local_world_size = 3;
+  EXPECT_THROW(default_host_chip_bounds(3), std::invalid_argument);
+  EXPECT_THROW(tpu_process_env(place, default_host_chip_bounds(4), {"localhost"}),
+               std::invalid_argument);
+  place.local_world_size = 4;
+  place.num_nodes = 2;
+  EXPECT_THROW(tpu_process_env(place, default_host_chip_bounds(4), {"only-one"}),
+               std::invalid_argument);
+}
+
+TEST(PjrtProcessOptions, GpuVisibleDevicesNodeIdAndCount) {
+  ProcessPlace place;
+  place.local_rank = 1;
+  place.local_world_size = 2;
+  place.node_rank = 1;
+  place.num_nodes = 2;
+  auto local = gpu_process_options(place, {1}, false);
+  EXPECT_EQ(std::get<std::vector<int64_t>>(local.at("visible_devices")), std::vector<int64_t>{1});
+  EXPECT_EQ(local.count("node_id"), 0u);
+  auto world = gpu_process_options(place, {1}, true);
+  EXPECT_EQ(std::get<int64_t>(world.at("node_id")), 3);  // processes, not hosts, are nodes
+  EXPECT_EQ(std::get<int64_t>(world.at("num_nodes")), 4);
+}
+
+RankEntry rank_entry(std::string process, int index, int64_t id, std::string world = "") {
+  RankEntry e;
+  e.process = std::move(process);
+  e.device_index = index;
+  e.device_id = id;
+  e.world = std::move(world);
+  return e;
+}
+
+TEST(PjrtWorld, ThreadRanksOfOneProcessRunInProgram) {
+  auto plan = plan_transport({rank_entry("p", 0, 0), rank_entry("p", 1, 1)}, "why");
+  EXPECT_EQ(plan.kind, TransportPlan::kInProcess);
+  EXPECT_EQ(plan.devices, (std::vector<int64_t>{0, 1}));
+  plan = plan_transport({rank_entry("p", 1, 1), rank_entry("p", 1, 1)}, "why");
+  EXPECT_EQ(plan.kind, TransportPlan::kHost);
+  EXPECT_NE(plan.why.find("share tpu:1"), std::string::npos) << plan.why;
+}
+
+TEST(PjrtWorld, ProcessesOfOneWorldMapRanksToGlobalDeviceIds) {
+  // A fake 2-host world: each process owns one device, numbered tpu:LOCAL_RANK, whose global id
+  // the client reports; rank order, not device order, sets the replica order.
+  auto plan = plan_transport({rank_entry("a", 0, 4, "w"), rank_entry("b", 1, 5, "w"),
+                              rank_entry("c", 0, 0, "w"), rank_entry("d", 1, 1, "w")},
+                             "why");
+  EXPECT_EQ(plan.kind, TransportPlan::kProcessWorld);
+  EXPECT_EQ(plan.devices, (std::vector<int64_t>{4, 5, 0, 1}));
+  plan = plan_transport({rank_entry("a", 0, 4, "w"), rank_entry("b", 0, 4, "w")}, "why");
+  EXPECT_EQ(plan.kind, TransportPlan::kHost);
+  EXPECT_NE(plan.why.find("share PJRT device 4"), std::string::npos) << plan.why;
+}
+
+TEST(PjrtWorld, ProcessesWithoutOneWorldStageThroughTheHostAndSayWhy) {
+  const std::string cpu = "the XLA CPU plugin has no cross-process collectives";
+  auto plan = plan_transport({rank_entry("a", 0, 0), rank_entry("b", 1, 1)}, cpu);
+  EXPECT_EQ(plan.kind, TransportPlan::kHost);
+  EXPECT_NE(plan.why.find(cpu), std::string::npos) << plan.why;
+  plan = plan_transport({rank_entry("a", 0, 0, "w1"), rank_entry("b", 0, 1, "w2")}, cpu);
+  EXPECT_EQ(plan.kind, TransportPlan::kHost);
+  auto host = rank_entry("a", 0, 0, "w");
+  host.wants_host = true;
+  plan = plan_transport({host, rank_entry("b", 1, 1, "w")}, cpu);
+  EXPECT_EQ(plan.why, "TORCHTPU_COLLECTIVES=host");
+  plan = plan_transport({rank_entry("a", 0, -1, "w"), rank_entry("b", 1, 1, "w")}, cpu);
+  EXPECT_EQ(plan.kind, TransportPlan::kHost);
+  EXPECT_NE(plan.why.find("does not have"), std::string::npos) << plan.why;
 }
 
 }  // namespace

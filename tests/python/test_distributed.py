@@ -77,7 +77,8 @@ def _rank_collectives():
     from torchtpu.testing.distributed import check_every_collective
 
     rank, world = _init()
-    assert tdist.transport()[0] == "gloo", tdist.transport()   # XLA:CPU: across processes
+    kind, why = tdist.transport()      # XLA:CPU across processes: host staging, and why
+    assert kind == "gloo" and "XLA CPU plugin has no cross-process collectives" in why, why
     check_every_collective(rank, world, torch.device("tpu", torch.tpu.current_device()),
                            dist.new_group(backend="gloo"))
 
@@ -456,7 +457,8 @@ except RuntimeError as e:
 else:
     raise AssertionError("a peer's device was usable")
 import torchtpu.distributed as tdist
-assert tdist.transport()[0] == "gloo", tdist.transport()   # XLA:CPU: no cross-process collectives
+kind, why = tdist.transport()            # XLA:CPU: host staging, and the reason
+assert kind == "gloo" and "XLA CPU plugin has no cross-process collectives" in why, why
 dist.destroy_process_group()
 print(f"rank {{rank}} ok", flush=True)
 """
@@ -474,6 +476,60 @@ def test_cuda_idiom_under_torchrun_with_default_settings(start_python, tmp_path)
                        OMP_NUM_THREADS="1").wait()
     for r in range(2):
         assert f"rank {r} ok" in res.stdout, res.stdout + res.stderr
+
+
+def test_pjrt_key_value_callbacks_over_a_tcp_store():
+    """The PJRT plugin's key-value callbacks, called as a plugin calls them (from several threads
+    at once), served by a c10d TCPStore: get blocks until some thread puts, try_get does not, a
+    missing key times out as DEADLINE_EXCEEDED, and a chain of blocking gets, each waiting for the
+    previous thread's put, completes (one shared TCPStore client would serialise them)."""
+    import threading
+
+    import torch.distributed as dist
+
+    from torchtpu import _C
+
+    server = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
+                           timeout=datetime.timedelta(seconds=30))
+    kv = _C._KvCallbacksForTest(server, "pjrt/kv")
+    assert kv.try_get("topology/0") is None
+    got = {}
+    waiter = threading.Thread(target=lambda: got.setdefault("v", kv.get("topology/0", 20000)))
+    waiter.start()
+    waiter.join(0.2)
+    assert waiter.is_alive(), "get returned before the put"
+    value = b"\x00\x01topology\xff"
+    kv.put("topology/0", value)
+    waiter.join(20)
+    assert got["v"] == value and kv.try_get("topology/0") == value
+    assert server.get("pjrt/kv/topology/0") == value          # under the prefix, in the store
+    with pytest.raises(RuntimeError, match="code 4"):          # PJRT_Error_Code_DEADLINE_EXCEEDED
+        kv.get("never", 200)
+    results, threads = {}, []
+    for t in range(6):
+        def chain(t=t):
+            results[t] = kv.get(f"k{t - 1}", 20000) if t else b"start"
+            kv.put(f"k{t}", f"v{t}".encode())
+        threads.append(threading.Thread(target=chain))
+    for th in reversed(threads):
+        th.start()
+    for th in threads:
+        th.join(30)
+    assert [results.get(t) for t in range(1, 6)] == [f"v{t - 1}".encode() for t in range(1, 6)]
+
+
+def test_pjrt_world_is_never_joined_on_xla_cpu(monkeypatch):
+    """XLA:CPU has no cross-process collectives: even with TORCHTPU_PJRT_WORLD=1 the process does
+    not join a world (nothing is written to the store) and says why."""
+    import torch.distributed as dist
+
+    from torchtpu import _C
+
+    monkeypatch.setenv("TORCHTPU_PJRT_WORLD", "1")
+    store = dist.HashStore()
+    joined, why = _C._pjrt_world_join(store, 0, 2)
+    assert not joined and "XLA CPU plugin has no cross-process collectives" in why, why
+    assert not store.check(["pjrt/world_id"])
 
 
 def test_every_collective_matches_gloo(start_python, tmp_path):

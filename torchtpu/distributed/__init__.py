@@ -90,6 +90,14 @@ def _create_backend(dist_backend_opts, backend_options):
     timeout = dist_backend_opts.timeout
     if "LOCAL_RANK" in os.environ:
         torch.tpu.set_device(local_device_index())
+    if size > 1 and dist_backend_opts.group_id in ("0", "default_pg"):
+        # One PJRT world across processes (TPU/GPU with TORCHTPU_PJRT_WORLD=1): the client, made
+        # at first use, exchanges its topology through the rendezvous store. Elsewhere (XLA:CPU,
+        # switched off) nothing happens here and the groups stage through the host; the group's
+        # log line below says why.
+        joined, why = _C._pjrt_world_join(store, rank, size)
+        if not joined:
+            _log.debug("torchtpu.distributed: no multi-process PJRT world: %s", why)
     # The host transport gets a store prefix of its own: torch gives this backend the group's
     # "<device>/" prefix store, and a gloo backend for "cpu" in the same group may use the
     # neighbouring prefix.
