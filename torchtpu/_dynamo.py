@@ -347,20 +347,40 @@ def _is_dynamic(gm: torch.fx.GraphModule) -> bool:
 
 
 def _concrete_values(gm: torch.fx.GraphModule, args) -> dict:
-    """Every node's value for these concrete inputs, computed on fake tensors (no device work)."""
+    """Every node's value for these concrete inputs, computed on fake tensors (no device work).
+
+    A plain walk over the nodes, not torch.fx.Interpreter: this runs at a dynamic graph's first
+    call per signature, outside Dynamo's compile lock, often on the tpu autograd worker thread (a
+    backward graph), so at the same time as another thread's AOTAutograd joint trace. While such
+    a trace runs, torch.fx.traceback's node-meta state is on, and it is process-global
+    (`should_preserve_node_meta`, `current_meta` in torch/fx/traceback.py);
+    Interpreter.run_node then swaps `current_meta` for its node's meta (`set_current_meta`) in
+    whichever thread it runs. The trace tags its backward nodes through that same dict
+    (`set_partitioner_tag_is_backward` in torch/_functorch/_aot_autograd/
+    graph_capture_wrappers.py `create_joint`), so it got our graph's "is_forward" tags or lost its
+    grad_fn bookkeeping: "Node mul was invalid, but is output" from the partitioner, or "Expected
+    current_level > 0, got 0" (issue 32). A PyTorch 2.13 defect, not ours: any fx.Interpreter run
+    in another thread during a joint trace does this."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     values: dict = {}
-
-    class Recorder(torch.fx.Interpreter):
-        def run_node(self, n):
-            out = super().run_node(n)
-            values[n] = out
-            return out
-
     with FakeTensorMode(allow_non_fake_inputs=True) as mode:
-        fake = [mode.from_tensor(a) if isinstance(a, torch.Tensor) else a for a in args]
-        Recorder(gm).run(*fake)
+        inputs = iter([mode.from_tensor(a) if isinstance(a, torch.Tensor) else a for a in args])
+        for n in gm.graph.nodes:
+            if n.op == "placeholder":
+                values[n] = next(inputs)
+                continue
+            a, kw = torch.fx.node.map_arg((n.args, n.kwargs), values.__getitem__)
+            if n.op == "call_function":
+                values[n] = n.target(*a, **kw)
+            elif n.op == "call_method":
+                values[n] = getattr(a[0], n.target)(*a[1:], **kw)
+            elif n.op == "call_module":
+                values[n] = gm.get_submodule(n.target)(*a, **kw)
+            elif n.op == "get_attr":
+                values[n] = operator.attrgetter(n.target)(gm)
+            elif n.op == "output":
+                values[n] = a[0]
     return values
 
 
