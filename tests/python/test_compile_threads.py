@@ -12,6 +12,8 @@ import subprocess
 import sys
 
 import pytest
+import torch
+import torch.fx
 
 CHILD = r"""
 import json, sys, threading
@@ -106,3 +108,88 @@ def test_backend_found_through_the_entry_point_when_torchtpu_is_not_yet_loaded()
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=300, check=True, env=env).stdout
     assert out.strip().splitlines()[-1] == "True"
+
+
+# A dynamic graph is specialized (its nodes evaluated on fake tensors, torchtpu._dynamo
+# _concrete_values) at its first call per signature: outside Dynamo's compile lock, in the calling
+# thread or, for a backward graph, on the tpu autograd worker thread, so while another thread's
+# AOTAutograd traces a joint graph. That trace tags its backward nodes through torch.fx.traceback's
+# process-global node meta; torch.fx.Interpreter (what the specialization used) swaps that meta in
+# whatever thread it runs. The 8-thread test above failed in ~1-2% of runs that way ("Node mul was
+# invalid, but is output", "Expected current_level > 0, got 0"): here the two run side by side
+# on purpose.
+
+def _tagged_graph():
+    # Like an AOTAutograd graph: its nodes carry the joint trace's partitioner tags.
+    gm = torch.fx.symbolic_trace(lambda x: (x * 2).sin() + x.sum())
+    for n in gm.graph.nodes:
+        n.meta["partitioner_tag"] = "is_forward"
+    return gm
+
+
+def test_specializing_a_graph_leaves_the_tracing_node_meta_alone():
+    import torch.fx.traceback as fx_traceback
+
+    from torchtpu import _dynamo
+
+    seen = []
+
+    def probe(x):  # a node that looks at the tracing meta while the graph is specialized
+        seen.append(fx_traceback.current_meta.get("partitioner_tag"))
+        return x.sin()
+
+    g = torch.fx.Graph()
+    y = g.call_function(probe, (g.placeholder("x"),))
+    g.output(g.call_function(torch.add, (y, 1)))
+    gm = torch.fx.GraphModule(torch.nn.Module(), g)
+    for n in gm.graph.nodes:
+        n.meta["partitioner_tag"] = "is_forward"
+    with fx_traceback.preserve_node_meta():       # what AOTAutograd's joint trace turns on
+        fx_traceback.current_meta["partitioner_tag"] = "is_backward"
+        values = _dynamo._concrete_values(gm, [torch.randn(3, 4)])
+        assert fx_traceback.current_meta["partitioner_tag"] == "is_backward"
+    out = values[next(n for n in gm.graph.nodes if n.op == "output")]
+    assert tuple(out.shape) == (3, 4) and out.dtype == torch.float32
+    assert seen == ["is_backward"]  # the trace's tag, not the specialized graph's node's
+
+
+def test_compiles_while_another_thread_specializes_a_graph():
+    import threading
+
+    import torch._functorch.config as functorch_config
+
+    import torchtpu  # noqa: F401
+    from torchtpu import _dynamo
+
+    gm, stop = _tagged_graph(), threading.Event()
+
+    def specialize():
+        x = torch.randn(4, 4)
+        while not stop.is_set():
+            _dynamo._concrete_values(gm, [x])
+
+    other = threading.Thread(target=specialize)
+    other.start()
+    errors = []
+    try:
+        for i in range(6):
+            ns: dict = {}  # a new code object each time, so each is a first compile
+            exec(f"def f(x):\n    return ((x - {i}).exp() * (x + {i}).cos()).sum(1)\n", ns)
+            f = ns["f"]
+            x = torch.randn(4, 4, requires_grad=True)
+            xt = x.detach().to("tpu").requires_grad_()
+            try:
+                # AOTAutograd's cache off: a graph found there is not traced (the trace is
+                # what the other thread disturbed).
+                with functorch_config.patch(enable_autograd_cache=False):
+                    got = torch.compile(f, backend="tpu")(xt)
+                got.sum().backward()
+                f(x).sum().backward()
+                torch.testing.assert_close(got.cpu(), f(x.detach()))
+                torch.testing.assert_close(xt.grad.cpu(), x.grad)
+            except Exception as e:  # noqa: BLE001 (collected, asserted below)
+                errors.append(f"{i}: {type(e).__name__}: {str(e)[:300]}")
+    finally:
+        stop.set()
+        other.join()
+    assert errors == []
