@@ -19,9 +19,10 @@ What it records (csrc/runtime/trace.h, csrc/profiler/kineto_session.cpp):
   answered), ``tpu::synchronize`` and ``tpu::cpu_fallback`` (``op``) beside the op that caused them.
 
 Times are the host's clock: an execution ends when PJRT's completion callback runs and starts
-when it was launched or when the device's previous execution ended, whichever is later. XLA:CPU
-has no device timer; on TPU and GPU the plugins' PJRT profiler extension could give device
-timestamps, which this does not read yet.
+when it was launched or when the device's previous execution ended, whichever is later. Where the
+plugin has PJRT's profiler extension (libtpu, the XLA GPU plugin; ``device_timestamps()``), the
+trace also holds the plugin's own device spans (XLA modules, ops, kernels), timed by the device,
+one track per kind on the same "tpu:N" device; the XLA CPU plugin has no such extension.
 """
 
 from __future__ import annotations
@@ -34,3 +35,9 @@ def is_available() -> bool:
     have the PrivateUse1 profiler registry; torch 2.11's lack it, and profiles then show only
     CPU activity)."""
     return bool(_C._kineto_profiler_registered())
+
+
+def device_timestamps() -> bool:
+    """True when the plugin offers PJRT's profiler extension, whose device-timed spans
+    torch.profiler traces then include (starts the runtime). False on the XLA CPU plugin."""
+    return bool(_C._plugin_extensions()["profiler"])

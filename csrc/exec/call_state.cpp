@@ -151,6 +151,7 @@ void CallState::clear() {
   params.clear();
   device = -1;
   any_f64 = false;
+  numerics = Numerics();
 }
 
 namespace {
@@ -278,6 +279,9 @@ void Scanner::scan(const c10::FunctionSchema& schema, const torch::jit::Stack& s
   // The default dtype decides what a Python float promotes to (int tensor + 1.5), and with it
   // the program's output type; torch.set_default_dtype may change it between calls.
   put(s_.key, static_cast<char>(c10::typeMetaToScalarType(c10::get_default_dtype())));
+  // Deterministic algorithms and the float32 matmul precision change the program (numerics.h).
+  s_.numerics = current_numerics();
+  put(s_.key, s_.numerics.tag());
   // f64 anywhere makes Python floats f64 (they are doubles in PyTorch's CPU math too).
   for (size_t i = 0; i < args.size(); ++i) {
     const c10::IValue& v = stack[first + i];

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "device/storage.h"
+#include "exec/numerics.h"
 #include "lowering/strided.h"
 #include "runtime/compile.h"
 #include "stablehlo/types.h"
@@ -62,6 +63,9 @@ struct CallState {
   std::vector<ArgDesc> args;  // one per called-op argument
   int device = -1;
   bool any_f64 = false;
+  // torch's numeric settings at the scan (exec/numerics.h): one byte of `key`; the build reads
+  // them from here.
+  Numerics numerics;
   // Dims lists of released params, reused by the next scan (see PooledCallState).
   std::vector<std::vector<int64_t>> spare_dims;
   // Sizes `args` to `n` slots, each reset: a pooled state keeps its ArgDescs from call to call

@@ -477,7 +477,8 @@ std::shared_ptr<Entry> build_entry(const OpPlan& plan, const c10::OperatorHandle
   if (plan.called_name == "torchtpu::stablehlo_call") {
     // A user's own module, which the plugin may well reject: they learn it at the call
     // (torchtpu.stablehlo_op words the error), not at a later read.
-    built->program = runtime::compile_program(text, signature, why);
+    built->program =
+        runtime::compile_program(text, signature, why, exec::compile_options_of(*built));
     if (!recipe.empty()) runtime::store_recipe(recipe, *built->program, metadata);
   }
   built->signature = sig;
@@ -485,9 +486,9 @@ std::shared_ptr<Entry> build_entry(const OpPlan& plan, const c10::OperatorHandle
   if (built->program) return built;
   // Off the critical path (runtime/compile_pool.h): the op returns with pending results.
   const size_t num_outputs = built->outputs.size() + (built->checks ? 1 : 0);
-  built->program =
-      runtime::compile_program_async(std::move(text), std::move(signature), std::move(why),
-                                     num_outputs, recipe, std::move(metadata));
+  built->program = runtime::compile_program_async(
+      std::move(text), std::move(signature), std::move(why), num_outputs, recipe,
+      std::move(metadata), exec::compile_options_of(*built));
   return built;
 }
 

@@ -468,6 +468,12 @@ Recorded record(const OpPlan& plan, const c10::OperatorHandle& op, torch::jit::S
       std::lock_guard<std::mutex> g(d.mutex);
       InsideRegion in(device);
       if (d.region.size >= max_ops()) run_region(d.region, device, Cause::kSize);
+      // torch.use_deterministic_algorithms / set_float32_matmul_precision changed since the
+      // region's first op: its program is built under one setting, so the ops before run now.
+      if (!d.region.empty() && d.region.numerics != state.numerics) {
+        run_region(d.region, device, Cause::kSync);
+      }
+      if (d.region.empty()) d.region.numerics = state.numerics;
       RecordedOp& rec = d.region.next();
       rec.plan = &plan;
       rec.entry = entry;

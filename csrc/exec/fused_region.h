@@ -91,6 +91,8 @@ struct Region {
   // Regions cut as whole iterations of a loop, as FNV(skeleton, size): a later region that
   // reaches one of them is cut there. Kept from region to region (clear() keeps it).
   std::unordered_set<uint64_t> loops;
+  // torch's numeric settings its ops were recorded under, the same for all of them.
+  Numerics numerics;
 
   bool empty() const { return size == 0; }
   // The next op's slot, emptied (its vectors keep their capacity).

@@ -179,6 +179,7 @@ c10::IValue value_of(const RecordedOp& op, size_t j) {
 ProgramSpec spec_of(const Region& r, size_t begin, size_t end, Assembly& a) {
   ProgramSpec spec;
   spec.name = "fused eager program";
+  a.state.numerics = r.numerics;  // a region's ops share them (fused_eager.cpp cuts where not)
   size_t total = 0;
   for (size_t i = begin; i < end; ++i) total += r.ops[i].args.size();
   a.state.args.clear();
@@ -402,7 +403,8 @@ std::shared_ptr<ProgramEntry> program_for(const Region& r, size_t begin, size_t 
                                    (where.empty() ? "" : " at " + where);
     const size_t num_outputs = e->outputs.size() + (e->checks ? 1 : 0);
     e->program = runtime::compile_program_async(std::move(text), std::move(name), std::move(why),
-                                                num_outputs, std::string(), std::string());
+                                                num_outputs, std::string(), std::string(),
+                                                exec::compile_options_of(*e));
     e->signature = sig;
     signatures().add(sig->op, sig);
     runtime::metrics().cache_misses++;

@@ -185,6 +185,9 @@ void scan_inputs(const std::string& name, int num_inputs, bool collectives,
   }
   Scanner scanner(state);
   for (size_t i = 0; i < inputs.size(); ++i) scanner.tensor(inputs[i], state.args[i]);
+  // As in eager mode (Scanner::scan): the settings are structure, the graph recompiles once.
+  state.numerics = current_numerics();
+  state.key.push_back(state.numerics.tag());
   if (collectives) {
     // Its groups, and so its replicas' devices, are those of the rank on this device.
     const int dev = state.device >= 0 ? state.device : device::current_device();

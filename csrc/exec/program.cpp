@@ -1,5 +1,6 @@
 #include "exec/program.h"
 
+#include <ATen/Context.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>
@@ -11,10 +12,13 @@
 #include "exec/executor.h"
 #include "lowering/checks.h"
 #include "lowering/strided.h"
+#include "runtime/determinism.h"
 #include "runtime/device_checks.h"
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
 #include "stablehlo/builder.h"
+#include "stablehlo/inspect.h"
+#include "stablehlo/precision.h"
 
 namespace torchtpu::exec {
 
@@ -464,13 +468,42 @@ bool has_collectives(const ProgramSpec& spec) {
 }
 
 std::string compile_options_of(const ProgramEntry& e) {
-  return e.world ? pjrt::replicated_compile_options(e.world->devices) : std::string();
+  std::vector<pjrt::OptionOverride> overrides;
+  if (e.deterministic) overrides = runtime::deterministic_overrides();
+  if (e.world) return pjrt::replicated_compile_options(e.world->devices, overrides);
+  return overrides.empty() ? std::string() : pjrt::portable_compile_options(overrides);
 }
+
+namespace {
+
+// torch.use_deterministic_algorithms(True): counted, and where the platform needs XLA's option
+// but its plugin has none, a program that accumulates floats with atomics raises (warns under
+// warn_only) through torch's own alert, as CUDA's nondeterministic kernels do.
+void check_determinism(const ProgramSpec& spec, const std::string& text, ProgramEntry& e) {
+  e.deterministic = true;
+  runtime::metrics().deterministic_programs++;
+  const runtime::DeterminismPlan& plan = runtime::determinism_plan();
+  if (plan.route == runtime::DeterminismRoute::kCompileOption) {
+    runtime::metrics().deterministic_option_programs++;
+  } else if (plan.route == runtime::DeterminismRoute::kUnavailable &&
+             shlo::accumulating_float_scatters(text) > 0) {
+    at::globalContext().alertNotDeterministic(
+        (spec.graph.empty() ? spec.name : spec.graph) + " on XLA:" + plan.platform +
+        " (a floating-point scatter-add, run with atomics: the plugin takes none of XLA's "
+        "deterministic-ops options)");
+  }
+}
+
+}  // namespace
 
 std::string build(const ProgramSpec& spec, CallState& state, ProgramEntry& e) {
   // Counted so a warm restart can show it lowered nothing (recipes: exec/recipe.h).
   runtime::metrics().modules_lowered++;
-  return Builder(state, e).build(spec);
+  // torch.set_float32_matmul_precision of the call, for every f32 product any lowering emits.
+  shlo::F32PrecisionScope precision(state.numerics.f32_dot);
+  std::string text = Builder(state, e).build(spec);
+  if (state.numerics.deterministic) check_determinism(spec, text, e);
+  return text;
 }
 
 c10::SmallVector<at::Tensor, 4> launch(const ProgramEntry& e, CallState& state,

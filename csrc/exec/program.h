@@ -57,6 +57,9 @@ struct ProgramEntry {
   // collective ops one launch runs (metrics: collectives_in_program).
   std::shared_ptr<const runtime::ReplicaWorld> world;
   int collectives = 0;
+  // Built under torch.use_deterministic_algorithms(True): compiled with the platform's
+  // deterministic-ops option, if it needs one (runtime/determinism.h).
+  bool deterministic = false;
 };
 
 // One argument of a node, in schema order.
@@ -125,7 +128,8 @@ struct ProgramSpec {
 
 // Whether a spec has collective nodes (lowering::kCollective), whose program needs a world.
 bool has_collectives(const ProgramSpec& spec);
-// The compile options of a built entry: replicated over its world, or the runtime's default
+// The compile options of a built entry: replicated over its world, with XLA's deterministic-ops
+// option where it was built deterministic and the platform needs it, or the runtime's default
 // ("" for compile_program).
 std::string compile_options_of(const ProgramEntry& e);
 

@@ -89,6 +89,16 @@ SigEntry entry_of(const CallState& state, const ArgDesc& d, const c10::IValue& v
 
 }  // namespace
 
+namespace {
+
+// torch's numeric settings (numerics.h), named where they differ from torch's defaults so that
+// a recompile after changing one says so.
+void add_numerics(runtime::Signature& sig, const CallState& state) {
+  if (state.numerics != Numerics()) sig.context.push_back(describe(state.numerics));
+}
+
+}  // namespace
+
 runtime::Signature eager_signature(const std::string& op, const c10::FunctionSchema& schema,
                                    const CallState& state, const torch::jit::Stack& stack,
                                    size_t first) {
@@ -98,6 +108,7 @@ runtime::Signature eager_signature(const std::string& op, const c10::FunctionSch
   // The default dtype decides what a Python float promotes to (the Scanner keys it too).
   sig.context.push_back("default dtype " + std::string(c10::toString(c10::typeMetaToScalarType(
                                                c10::get_default_dtype()))));
+  add_numerics(sig, state);
   const auto& args = schema.arguments();
   for (size_t i = 0; i < args.size() && i < state.args.size(); ++i) {
     sig.args.push_back(entry_of(state, state.args[i], stack[first + i]));
@@ -112,6 +123,7 @@ runtime::Signature graph_signature(const std::string& structure, const std::stri
   sig.op = "graph " + structure;
   sig.display = "graph " + name;
   sig.platform = runtime::get().platform();
+  add_numerics(sig, state);
   for (size_t i = 0; i < inputs.size() && i < state.args.size(); ++i) {
     sig.args.push_back(tensor_entry(state, state.args[i], inputs[i]));
     sig.args.back().name = "input" + std::to_string(i);

@@ -37,9 +37,27 @@ void put_packed_int64s(std::string* out, uint32_t field, const std::vector<int64
   put_message(out, field, packed);
 }
 
+void put_string(std::string* out, uint32_t field, const std::string& value) {
+  put_message(out, field, value);  // the same wire form as a nested message
+}
+
+// env_option_overrides (field 7) is a map<string, xla.OptionOverrideProto>: one entry message
+// per override, key = 1, value = 2; the value is a oneof whose bool_field is 2.
+void put_overrides(std::string* out, const std::vector<OptionOverride>& overrides) {
+  for (const OptionOverride& o : overrides) {
+    std::string value;
+    put_tag(&value, 2, kVarint);
+    put_varint(&value, o.value ? 1 : 0);
+    std::string entry;
+    put_string(&entry, 1, o.name);
+    put_message(&entry, 2, value);
+    put_message(out, 7, entry);
+  }
+}
+
 }  // namespace
 
-std::string portable_compile_options() {
+std::string portable_compile_options(const std::vector<OptionOverride>& overrides) {
   // Field numbers from xla/pjrt/proto/compile_options.proto and xla/xla.proto.
   std::string build_options;                // xla.ExecutableBuildOptionsProto
   put_int64(&build_options, 1, -1);         // device_ordinal: none, the executable is portable
@@ -48,10 +66,12 @@ std::string portable_compile_options() {
   std::string options;                      // xla.CompileOptionsProto
   put_message(&options, 3, build_options);  // executable_build_options
   put_int64(&options, 4, 1);                // compile_portable_executable = true
+  put_overrides(&options, overrides);
   return options;
 }
 
-std::string replicated_compile_options(const std::vector<int64_t>& device_ids) {
+std::string replicated_compile_options(const std::vector<int64_t>& device_ids,
+                                       const std::vector<OptionOverride>& overrides) {
   if (device_ids.empty()) throw Error("replicated_compile_options: no devices");
   const auto replicas = static_cast<int64_t>(device_ids.size());
   std::string computation;                         // xla.DeviceAssignmentProto.ComputationDevice
@@ -67,6 +87,7 @@ std::string replicated_compile_options(const std::vector<int64_t>& device_ids) {
   put_message(&build_options, 9, assignment);      // device_assignment
   std::string options;                             // xla.CompileOptionsProto
   put_message(&options, 3, build_options);         // executable_build_options
+  put_overrides(&options, overrides);
   return options;
 }
 

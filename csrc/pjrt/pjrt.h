@@ -282,15 +282,25 @@ struct ChildDeviceCount {
 ChildDeviceCount count_devices_in_child(const std::string& helper, const std::string& plugin_path,
                                         int timeout_ms);
 
+// One of XLA's debug options set for one compile: an entry of CompileOptionsProto's
+// env_option_overrides, which the plugin applies over its own defaults (unlike a
+// DebugOptionsProto in the build options, which replaces every default). A plugin whose XLA has
+// no option of that name refuses the compile.
+struct OptionOverride {
+  std::string name;  // "xla_gpu_exclude_nondeterministic_ops"
+  bool value = true;
+};
+
 // Serialized xla.CompileOptionsProto: one replica, one partition, portable (so one executable
-// can run on any addressable device via execute(..., device)). Hand-encoded protobuf wire
-// format, so we need no protobuf dependency.
-std::string portable_compile_options();
+// can run on any addressable device via execute(..., device)), with `overrides` in order.
+// Hand-encoded protobuf wire format, so we need no protobuf dependency.
+std::string portable_compile_options(const std::vector<OptionOverride>& overrides = {});
 // The same for a program whose collectives (stablehlo.all_reduce, ...) span `device_ids.size()`
 // replicas: replica i runs on the device whose global id (Device::id) is device_ids[i]. Not
 // portable: each replica is launched on its own device (execute's `device`) with one launch id
 // shared by all replicas' launches (the runtime's rendezvous pairs launches by it).
-std::string replicated_compile_options(const std::vector<int64_t>& device_ids);
+std::string replicated_compile_options(const std::vector<int64_t>& device_ids,
+                                       const std::vector<OptionOverride>& overrides = {});
 
 // Bytes per element of a PJRT buffer type (0 for sub-byte / unknown types).
 size_t element_size(PJRT_Buffer_Type type);

@@ -19,6 +19,8 @@
 #include <map>
 #include <set>
 
+#include "pjrt/profiler_extension.h"
+#include "runtime/runtime.h"
 #include "runtime/trace.h"
 
 namespace torchtpu::profiler {
@@ -71,6 +73,24 @@ void estimate_device_starts(std::vector<Record>& records) {
   }
 }
 
+// The plugin's own device profiler (PJRT's profiler extension: libtpu, the XLA GPU plugin), or
+// null: no extension (the XLA CPU plugin), or the runtime has not started (no plugin loaded).
+const pjrt::plugin_profiler::Api* device_profiler_api() {
+  if (!runtime::is_initialized()) return nullptr;
+  std::shared_ptr<pjrt::Plugin> plugin = pjrt::Plugin::load(runtime::get().plugin_path());
+  return pjrt::find_profiler_api(plugin->api()->extension_start);
+}
+
+// "/device:GPU:3" -> 3.
+int device_of_plane(const std::string& plane) {
+  const size_t colon = plane.rfind(':');
+  try {
+    return colon == std::string::npos ? 0 : std::stoi(plane.substr(colon + 1));
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
 class TpuSession : public libkineto::IActivityProfilerSession {
  public:
   TpuSession() : buffer_(std::make_unique<libkineto::CpuTraceBuffer>()) {}
@@ -79,10 +99,29 @@ class TpuSession : public libkineto::IActivityProfilerSession {
     start_ns_ = runtime::trace::now_ns();
     runtime::trace::take_records();  // drop what an earlier, unprocessed trace left
     runtime::trace::start_recording();
+    // Device timestamps where the plugin records them; the host-clock records stay either way.
+    try {
+      if (const pjrt::plugin_profiler::Api* api = device_profiler_api()) {
+        device_profiler_ = std::make_unique<pjrt::DeviceProfiler>(api);
+        device_profiler_->start();
+      }
+    } catch (const std::exception& e) {
+      device_profiler_.reset();
+      errors_.push_back(std::string("torchtpu: the plugin's device profiler did not start: ") +
+                        e.what());
+    }
     status_ = libkineto::TraceStatus::RECORDING;
   }
 
   void stop() override {
+    if (device_profiler_) {
+      try {
+        device_events_ = pjrt::device_events(device_profiler_->stop_and_collect());
+      } catch (const std::exception& e) {
+        errors_.push_back(std::string("torchtpu: the plugin's device trace was lost: ") + e.what());
+      }
+      device_profiler_.reset();
+    }
     runtime::trace::stop_recording();
     // Programs launched inside the trace but still running: wait so their end is known.
     if (!runtime::trace::wait_for_traced_executions(std::chrono::seconds(30))) {
@@ -139,6 +178,35 @@ class TpuSession : public libkineto::IActivityProfilerSession {
       if (r.device >= 0) act.addMetadata("device", r.device);
       logger.handleActivity(act);
     }
+    process_device_events(logger, window_start, window_end);
+  }
+
+  // The plugin's device spans (XLA modules, ops, kernels: one track per XLine), timed by the
+  // device. Their clock is the host's wall clock, as runtime::trace::now_ns's (c10::getTime): the
+  // plugin's tracer converts device timestamps to it.
+  void process_device_events(libkineto::ActivityLogger& logger, int64_t window_start,
+                             int64_t window_end) {
+    std::map<std::pair<int, std::string>, int32_t> lines;  // (device, line) -> resource
+    for (const pjrt::DeviceEvent& ev : device_events_) {
+      const int64_t end = ev.start_ns + ev.duration_ns;
+      if (window_end > window_start && (end < window_start || ev.start_ns > window_end)) continue;
+      const int device = device_of_plane(ev.plane);
+      auto line =
+          lines.emplace(std::make_pair(device, ev.line), static_cast<int32_t>(lines.size() + 1));
+      if (line.second) line_names_.push_back({device, line.first->second, ev.line});
+      buffer_->emplace_activity(buffer_->span, ActivityType::CONCURRENT_KERNEL, ev.name);
+      libkineto::GenericTraceActivity& act = *buffer_->activities.back();
+      act.startTime = ev.start_ns;
+      act.endTime = end;
+      act.device = device;
+      act.resource = line.first->second;
+      devices_.insert(device);
+      buffer_->gpuOpCount++;
+      act.addMetadataQuoted("clock", "device");
+      act.addMetadataQuoted("plane", ev.plane);
+      logger.handleActivity(act);
+    }
+    device_events_.clear();
   }
 
   std::unique_ptr<libkineto::DeviceInfo> getDeviceInfo() override {
@@ -150,6 +218,10 @@ class TpuSession : public libkineto::IActivityProfilerSession {
   std::vector<libkineto::ResourceInfo> getResourceInfos() override {
     std::vector<libkineto::ResourceInfo> out;
     for (int d : devices_) out.push_back({0, 0, d, "tpu:" + std::to_string(d) + " queue"});
+    for (const LineName& l : line_names_) {
+      out.push_back(
+          {l.resource, l.resource, l.device, "tpu:" + std::to_string(l.device) + " " + l.name});
+    }
     return out;
   }
 
@@ -173,7 +245,15 @@ class TpuSession : public libkineto::IActivityProfilerSession {
     }
   }
 
+  struct LineName {
+    int device;
+    int32_t resource;
+    std::string name;
+  };
   std::unique_ptr<libkineto::CpuTraceBuffer> buffer_;
+  std::unique_ptr<pjrt::DeviceProfiler> device_profiler_;
+  std::vector<pjrt::DeviceEvent> device_events_;
+  std::vector<LineName> line_names_;
   std::vector<std::string> errors_;
   std::set<int> devices_;
   int64_t start_ns_ = 0;

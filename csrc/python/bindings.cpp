@@ -13,9 +13,11 @@
 #include "exec/host_transfer.h"
 #include "exec/warmup.h"
 #include "lowering/lowering.h"
+#include "pjrt/profiler_extension.h"
 #include "profiler/profiler.h"
 #include "runtime/compile.h"
 #include "runtime/compile_pool.h"
+#include "runtime/determinism.h"
 #include "runtime/device_checks.h"
 #include "runtime/disk_cache.h"
 #include "runtime/fork.h"
@@ -190,6 +192,8 @@ PYBIND11_MODULE(_C, m) {
     d["cpu_fallbacks"] = x.cpu_fallbacks.load();
     d["collectives_in_program"] = x.collectives_in_program.load();
     d["collective_host_bytes"] = x.collective_host_bytes.load();
+    d["deterministic_programs"] = x.deterministic_programs.load();
+    d["deterministic_option_programs"] = x.deterministic_option_programs.load();
     py::dict by_op;
     for (const auto& [op, n] : runtime::fallbacks_by_op()) by_op[py::str(op)] = n;
     d["cpu_fallbacks_by_op"] = by_op;
@@ -219,6 +223,37 @@ PYBIND11_MODULE(_C, m) {
       },
       py::call_guard<py::gil_scoped_release>());
   m.def("_fail_next_compiles", &runtime::fail_next_compiles, py::arg("n") = 1);
+  // torch.use_deterministic_algorithms on XLA (runtime/determinism.h): the plan for this
+  // process's platform, and a test hook that plans as if on `platform`, probing `names`.
+  m.def("_determinism_plan", [] {
+    const runtime::DeterminismPlan& p = runtime::determinism_plan();
+    const char* route = p.route == runtime::DeterminismRoute::kNative          ? "native"
+                        : p.route == runtime::DeterminismRoute::kCompileOption ? "compile_option"
+                                                                               : "unavailable";
+    py::dict d;
+    d["route"] = route;
+    d["platform"] = p.platform;
+    d["option"] = p.option;
+    return d;
+  });
+  // The plugin's PJRT extensions (type numbers, in chain order) and whether one is the profiler
+  // extension, whose device timestamps torch.profiler then shows (profiler/kineto_session.cpp).
+  m.def("_plugin_extensions", [] {
+    std::shared_ptr<pjrt::Plugin> plugin = pjrt::Plugin::load(runtime::get().plugin_path());
+    const PJRT_Extension_Base* chain = plugin->api()->extension_start;
+    py::dict d;
+    d["types"] = pjrt::extension_types(chain);
+    d["profiler"] = pjrt::find_profiler_api(chain) != nullptr;
+    return d;
+  });
+  m.def("_set_determinism_test_platform", &runtime::set_determinism_test_platform,
+        py::arg("platform"), py::arg("names") = std::vector<std::string>());
+  // The serialized CompileOptionsProto a program gets: portable, with these overrides.
+  m.def("_portable_compile_options", [](const std::vector<std::string>& overrides) {
+    std::vector<pjrt::OptionOverride> o;
+    for (const std::string& name : overrides) o.push_back({name, true});
+    return py::bytes(pjrt::portable_compile_options(o));
+  });
   m.def("_compiles_in_flight", &runtime::compiles_in_flight);
   // Whether a tpu tensor's data is still to come: its program is compiling or queued.
   m.def("_is_pending", [](const at::Tensor& t) {

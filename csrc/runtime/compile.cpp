@@ -341,9 +341,10 @@ void Program::fail(std::string error) {
 
 std::shared_ptr<Program> compile_program_async(std::string mlir, std::string signature,
                                                std::string why, size_t num_outputs,
-                                               std::string recipe, std::string recipe_metadata) {
+                                               std::string recipe, std::string recipe_metadata,
+                                               std::string compile_options) {
   if (!async_compile()) {
-    std::shared_ptr<Program> program = compile_program(mlir, signature, why);
+    std::shared_ptr<Program> program = compile_program(mlir, signature, why, compile_options);
     if (!recipe.empty()) store_recipe(recipe, *program, recipe_metadata);
     return program;
   }
@@ -351,11 +352,12 @@ std::shared_ptr<Program> compile_program_async(std::string mlir, std::string sig
   // Taken here, in the host's program order, not by whichever pool thread starts first.
   const bool injected = take_injected_failure();
   submit_compile([program, mlir = std::move(mlir), why = std::move(why), recipe = std::move(recipe),
-                  metadata = std::move(recipe_metadata), injected] {
+                  metadata = std::move(recipe_metadata), options = std::move(compile_options),
+                  injected] {
     std::shared_ptr<Program> compiled;
     try {
       TORCH_CHECK(!injected, injected_failure(program->signature()));
-      compiled = compile_program(mlir, program->signature(), why);
+      compiled = compile_program(mlir, program->signature(), why, options);
     } catch (const c10::Error& e) {
       program->fail(e.what_without_backtrace());
       return;

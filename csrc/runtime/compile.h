@@ -72,7 +72,8 @@ std::shared_ptr<Program> compile_program(const std::string& mlir, const std::str
 // `recipe` (store_recipe) when that key is not empty. Synchronous when async_compile() is off.
 std::shared_ptr<Program> compile_program_async(std::string mlir, std::string signature,
                                                std::string why, size_t num_outputs,
-                                               std::string recipe, std::string recipe_metadata);
+                                               std::string recipe, std::string recipe_metadata,
+                                               std::string compile_options = std::string());
 
 // Test hook: the next `n` compiles fail as if XLA had refused them.
 void fail_next_compiles(int n);

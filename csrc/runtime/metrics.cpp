@@ -58,6 +58,8 @@ void reset_metrics() {
                   &m.d2d_transfers,
                   &m.host_syncs,
                   &m.cpu_fallbacks,
+                  &m.deterministic_programs,
+                  &m.deterministic_option_programs,
                   &m.collectives_in_program,
                   &m.collective_host_bytes}) {
     c->store(0);

@@ -54,6 +54,11 @@ struct Metrics {
   // collective op per launch, on each rank), and bytes collectives staged through host memory
   // (the gloo transport: device->host copies of inputs plus host->device copies of results).
   std::atomic<int64_t> collectives_in_program{0};
+  // Modules built under torch.use_deterministic_algorithms(True), and of those the ones compiled
+  // with XLA's deterministic-ops option (runtime/determinism.h): 0 on XLA:CPU and TPU, whose
+  // programs are deterministic as compiled.
+  std::atomic<int64_t> deterministic_programs{0};
+  std::atomic<int64_t> deterministic_option_programs{0};
   std::atomic<int64_t> collective_host_bytes{0};
 };
 

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "stablehlo/precision.h"
 #include "stablehlo/user_module.h"
 
 namespace torchtpu::shlo {
@@ -502,7 +503,7 @@ Value FunctionBuilder::dot_general(Value lhs, Value rhs, const std::vector<int64
   fields.push_back(dims_field("rhs_contracting_dimensions", rhs_contract));
   std::string dn = "dot_dimension_numbers = #stablehlo.dot<";
   for (size_t i = 0; i < fields.size(); ++i) dn += (i ? ", " : "") + fields[i];
-  dn += ">";
+  dn += ">" + f32_precision_attr(lhs, rhs);
   return op("stablehlo.dot_general", {lhs, rhs}, result, dn);
 }
 

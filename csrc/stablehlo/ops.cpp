@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "stablehlo/precision.h"
+
 namespace torchtpu::shlo {
 
 Value bitcast_convert(FunctionBuilder &b, Value a, const TensorType &result) {
@@ -105,7 +107,7 @@ Value convolution(FunctionBuilder &b, Value lhs, Value rhs, const ConvDims &d,
       ">, feature_group_count = " + std::to_string(d.feature_group_count) +
       " : i64, lhs_dilation = " + i64_array(d.lhs_dilation) +
       ", padding = " + padding_attr(d.padding) + ", rhs_dilation = " + i64_array(d.rhs_dilation) +
-      ", window_strides = " + i64_array(d.window_strides);
+      ", window_strides = " + i64_array(d.window_strides) + f32_precision_attr(lhs, rhs);
   return b.op("stablehlo.convolution", {lhs, rhs}, result, attrs);
 }
 

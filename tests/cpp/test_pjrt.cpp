@@ -6,6 +6,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
+#include <cstring>
 #include <future>
 #include <iostream>
 #include <map>
@@ -18,6 +19,7 @@
 #include "pjrt/kv_store.h"
 #include "pjrt/pjrt.h"
 #include "pjrt/process_options.h"
+#include "pjrt/profiler_extension.h"
 #include "pjrt/world.h"
 
 namespace torchtpu::pjrt {
@@ -151,6 +153,28 @@ TEST(PjrtHelpers, ReplicatedCompileOptionsWireFormat) {
       29);
   EXPECT_EQ(replicated_compile_options({3, 1}), expected);
   EXPECT_THROW(replicated_compile_options({}), Error);
+}
+
+TEST(PjrtHelpers, CompileOptionOverridesWireFormat) {
+  const std::string base = portable_compile_options();
+  const std::string name = "xla_gpu_exclude_nondeterministic_ops";  // 36 bytes
+  std::string entry;
+  entry += '\x0a';  // key (field 1), length-delimited
+  entry += static_cast<char>(name.size());
+  entry += name;
+  entry +=
+      std::string("\x12\x02\x10\x01", 4);  // value (field 2): OptionOverrideProto{bool_field: true}
+  std::string expected = base;
+  expected += '\x3a';  // env_option_overrides (field 7), length-delimited map entry
+  expected += static_cast<char>(entry.size());
+  expected += entry;
+  EXPECT_EQ(portable_compile_options({{name, true}}), expected);
+  // false is encoded too (an explicit override, not an absent one).
+  const std::string off = portable_compile_options({{name, false}});
+  EXPECT_EQ(off.substr(off.size() - 2), std::string("\x10\x00", 2));
+  // The replicated options carry the same entry after their build options.
+  const std::string rep = replicated_compile_options({3, 1}, {{name, true}});
+  EXPECT_EQ(rep, replicated_compile_options({3, 1}) + expected.substr(base.size()));
 }
 
 TEST_F(PjrtTest, LoadingTwiceReturnsTheSamePlugin) {
@@ -329,6 +353,22 @@ TEST_F(PjrtTest, SerializedExecutableRunsAfterDeserialize) {
   auto overridden = client_->deserialize(bytes, portable_compile_options());
   ExecuteResult again = overridden->execute({a->raw(), b->raw()}, &last_device());
   EXPECT_EQ(read_f32(*again.outputs[0], 4), (std::vector<float>{1.5f, 2.5f, 3.5f, 4.5f}));
+}
+
+// XLA's deterministic-ops switches live in DebugOptions, which every plugin's XLA shares: the
+// CPU plugin takes them (and ignores them) as env_option_overrides, and refuses a name its XLA
+// does not know, which is how torchtpu probes which name a GPU plugin's era has.
+TEST_F(PjrtTest, CompileOptionOverridesAreAppliedByThePlugin) {
+  for (const char* name : {"xla_gpu_exclude_nondeterministic_ops", "xla_gpu_deterministic_ops"}) {
+    auto executable = client_->compile(kAddProgram, portable_compile_options({{name, true}}));
+    auto a = f32_buffer({1, 2, 3, 4}, device(0));
+    auto b = f32_buffer({1, 1, 1, 1}, device(0));
+    ExecuteResult result = executable->execute({a->raw(), b->raw()}, &device(0));
+    EXPECT_EQ(read_f32(*result.outputs[0], 4), (std::vector<float>{2, 3, 4, 5})) << name;
+  }
+  EXPECT_THROW(client_->compile(kAddProgram,
+                                portable_compile_options({{"xla_torchtpu_no_such_option", true}})),
+               Error);
 }
 
 TEST_F(PjrtTest, CopyToDeviceMovesDataBetweenDevices) {
@@ -696,6 +736,159 @@ TEST(PjrtWorld, ProcessesWithoutOneWorldStageThroughTheHostAndSayWhy) {
   plan = plan_transport({rank_entry("a", 0, -1, "w"), rank_entry("b", 1, 1, "w")}, cpu);
   EXPECT_EQ(plan.kind, TransportPlan::kHost);
   EXPECT_NE(plan.why.find("does not have"), std::string::npos) << plan.why;
+}
+
+// ---- PJRT's profiler extension (pjrt/profiler_extension.h) ----
+namespace {
+
+// A protobuf writer for the XSpace test input.
+std::string varint(uint64_t v) {
+  std::string s;
+  while (v >= 0x80) {
+    s.push_back(static_cast<char>((v & 0x7f) | 0x80));
+    v >>= 7;
+  }
+  s.push_back(static_cast<char>(v));
+  return s;
+}
+std::string int_field(int field, int64_t v) {
+  return varint(static_cast<uint64_t>(field) << 3) + varint(static_cast<uint64_t>(v));
+}
+std::string bytes_field(int field, const std::string& b) {
+  return varint((static_cast<uint64_t>(field) << 3) | 2) + varint(b.size()) + b;
+}
+
+// A fake plugin profiler: records calls, collects a fixed buffer, fails start on request.
+struct FakeProfilerState {
+  int created = 0, started = 0, stopped = 0, destroyed = 0;
+  bool fail_start = false;
+  std::string data = "xspace bytes";
+} fake;
+struct FakeError {
+  std::string message;
+};
+plugin_profiler::Profiler* const kFakeHandle = reinterpret_cast<plugin_profiler::Profiler*>(0x1);
+plugin_profiler::Api fake_api() {
+  plugin_profiler::Api api{};
+  api.struct_size = sizeof(api);
+  api.error_destroy = [](plugin_profiler::ErrorDestroyArgs* a) {
+    delete reinterpret_cast<FakeError*>(a->error);
+  };
+  api.error_message = [](plugin_profiler::ErrorMessageArgs* a) {
+    const auto* e = reinterpret_cast<const FakeError*>(a->error);
+    a->message = e->message.data();
+    a->message_size = e->message.size();
+  };
+  api.error_get_code = [](plugin_profiler::ErrorGetCodeArgs* a) -> plugin_profiler::Error* {
+    a->code = 9;
+    return nullptr;
+  };
+  api.create = [](plugin_profiler::CreateArgs* a) -> plugin_profiler::Error* {
+    ++fake.created;
+    a->profiler = kFakeHandle;
+    return nullptr;
+  };
+  api.destroy = [](plugin_profiler::ProfilerArgs*) -> plugin_profiler::Error* {
+    ++fake.destroyed;
+    return nullptr;
+  };
+  api.start = [](plugin_profiler::ProfilerArgs*) -> plugin_profiler::Error* {
+    if (fake.fail_start) {
+      return reinterpret_cast<plugin_profiler::Error*>(new FakeError{"no device tracer"});
+    }
+    ++fake.started;
+    return nullptr;
+  };
+  api.stop = [](plugin_profiler::ProfilerArgs*) -> plugin_profiler::Error* {
+    ++fake.stopped;
+    return nullptr;
+  };
+  api.collect_data = [](plugin_profiler::CollectDataArgs* a) -> plugin_profiler::Error* {
+    if (a->buffer != nullptr) std::memcpy(a->buffer, fake.data.data(), fake.data.size());
+    a->buffer_size_in_bytes = fake.data.size();
+    return nullptr;
+  };
+  return api;
+}
+
+}  // namespace
+
+// The XLA CPU plugin has no profiler extension: the lookup's absent path on a real chain.
+TEST_F(PjrtTest, TheCpuPluginHasNoProfilerExtension) {
+  const PJRT_Extension_Base* chain = plugin_->api()->extension_start;
+  EXPECT_EQ(find_profiler_api(chain), nullptr);
+  std::vector<int> types = extension_types(chain);
+  EXPECT_FALSE(types.empty());  // layouts, FFI, memory descriptions, phase compile
+  for (int t : types) EXPECT_NE(t, static_cast<int>(PJRT_Extension_Type_Profiler));
+}
+
+// What a GPU or TPU plugin's chain looks like: the profiler extension among others.
+TEST(ProfilerExtension, FoundInAChainAndRefusedWhenTooSmall) {
+  plugin_profiler::Api api = fake_api();
+  PJRT_Extension_Base last{sizeof(PJRT_Extension_Base), PJRT_Extension_Type_Layouts, nullptr};
+  ProfilerExtension profiler{
+      {sizeof(ProfilerExtension), PJRT_Extension_Type_Profiler, &last}, &api, 0};
+  PJRT_Extension_Base first{sizeof(PJRT_Extension_Base), PJRT_Extension_Type_FFI, &profiler.base};
+  EXPECT_EQ(find_profiler_api(&first), &api);
+  EXPECT_EQ(extension_types(&first),
+            (std::vector<int>{PJRT_Extension_Type_FFI, PJRT_Extension_Type_Profiler,
+                              PJRT_Extension_Type_Layouts}));
+  EXPECT_EQ(find_profiler_api(&last), nullptr);
+  EXPECT_EQ(find_profiler_api(nullptr), nullptr);
+  profiler.base.struct_size = sizeof(PJRT_Extension_Base);  // an extension without its api
+  EXPECT_EQ(find_profiler_api(&first), nullptr);
+  profiler.base.struct_size = sizeof(ProfilerExtension);
+  api.struct_size = offsetof(plugin_profiler::Api, collect_data);  // an older, shorter api
+  EXPECT_EQ(find_profiler_api(&first), nullptr);
+  profiler.profiler_api = nullptr;
+  EXPECT_EQ(find_profiler_api(&first), nullptr);
+}
+
+TEST(ProfilerExtension, DeviceProfilerDrivesThePluginProfiler) {
+  plugin_profiler::Api api = fake_api();
+  fake = FakeProfilerState();
+  {
+    DeviceProfiler p(&api);
+    p.start();
+    EXPECT_EQ(p.stop_and_collect(), "xspace bytes");
+    EXPECT_EQ(fake.started, 1);
+    EXPECT_EQ(fake.stopped, 1);
+  }
+  EXPECT_EQ(fake.created, 1);
+  EXPECT_EQ(fake.destroyed, 1);
+  fake.fail_start = true;
+  DeviceProfiler failing(&api);
+  try {
+    failing.start();
+    FAIL() << "expected Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("PLUGIN_Profiler_Start: no device tracer"),
+              std::string::npos);
+    EXPECT_EQ(e.code(), 9);
+  }
+  EXPECT_THROW(DeviceProfiler(nullptr), Error);
+}
+
+TEST(ProfilerExtension, DeviceEventsFromAnXSpace) {
+  const std::string meta =
+      bytes_field(4, int_field(1, 7) + bytes_field(2, int_field(1, 7) + bytes_field(2, "fusion.3") +
+                                                          bytes_field(4, "add_relu")));
+  const std::string event = int_field(1, 7) + int_field(2, 2500000) + int_field(3, 1500000);
+  const std::string aggregate = int_field(1, 7) + int_field(5, 12) + int_field(3, 9000);
+  const std::string line = bytes_field(2, "XLA Ops") + int_field(3, 1000000000) +
+                           bytes_field(4, event) + bytes_field(4, aggregate);
+  const std::string gpu = bytes_field(2, "/device:GPU:0") + bytes_field(3, line) + meta;
+  const std::string host = bytes_field(2, "/host:CPU") + bytes_field(3, line) + meta;
+  const std::string xspace = bytes_field(1, host) + bytes_field(1, gpu) + bytes_field(2, "warn");
+  std::vector<DeviceEvent> events = device_events(xspace);
+  ASSERT_EQ(events.size(), 1u);  // the host plane's and the aggregate are not device spans
+  EXPECT_EQ(events[0].plane, "/device:GPU:0");
+  EXPECT_EQ(events[0].line, "XLA Ops");
+  EXPECT_EQ(events[0].name, "add_relu");
+  EXPECT_EQ(events[0].start_ns, 1000002500);
+  EXPECT_EQ(events[0].duration_ns, 1500);
+  EXPECT_TRUE(device_events("").empty());
+  EXPECT_THROW(device_events(bytes_field(1, gpu).substr(0, 20)), Error);
 }
 
 }  // namespace

@@ -5,7 +5,9 @@
 #include <cmath>
 
 #include "stablehlo/builder.h"
+#include "stablehlo/inspect.h"
 #include "stablehlo/ops.h"
+#include "stablehlo/precision.h"
 #include "stablehlo/user_module.h"
 
 using namespace torchtpu::shlo;
@@ -305,4 +307,76 @@ TEST(TypedOpsTest, ResultTypesFollowFromTheAttributes) {
                           {2, 3})
                 .shape(),
             (std::vector<int64_t>{2, 3}));
+}
+
+namespace {
+
+std::string scatter_module(ElementType t, bool add) {
+  ModuleBuilder m;
+  auto& f = m.main();
+  Value x = f.add_argument(TensorType(t, {5, 3}));
+  Value idx = f.add_argument(TensorType(ElementType::kS64, {4, 1}));
+  Value u = f.add_argument(TensorType(t, {4, 3}));
+  Value s = f.scatter(x, idx, u, {{1}, {0}, {0}, 1},
+                      [add](FunctionBuilder& b, const std::vector<Value>& a) -> std::vector<Value> {
+                        return {add ? b.add(a[0], a[1]) : a[1]};
+                      });
+  m.finish({s});
+  return m.str();
+}
+
+}  // namespace
+
+// What XLA:GPU runs with atomics: float accumulation. Integer sums are exact in any order and a
+// replacing scatter adds nothing up.
+TEST(InspectTest, CountsFloatAccumulatingScatters) {
+  EXPECT_EQ(accumulating_float_scatters(scatter_module(ElementType::kF32, true)), 1);
+  EXPECT_EQ(accumulating_float_scatters(scatter_module(ElementType::kBF16, true)), 1);
+  EXPECT_EQ(accumulating_float_scatters(scatter_module(ElementType::kS64, true)), 0);
+  EXPECT_EQ(accumulating_float_scatters(scatter_module(ElementType::kF32, false)), 0);
+  EXPECT_EQ(accumulating_float_scatters(scatter_module(ElementType::kF32, true) +
+                                        scatter_module(ElementType::kF16, true)),
+            2);
+  EXPECT_EQ(accumulating_float_scatters("module {}"), 0);
+}
+
+// torch.set_float32_matmul_precision reaches every f32 product of the module, regions included,
+// and no product of another element type.
+TEST(TypedOpsTest, F32ProductsCarryTheModulePrecision) {
+  for (Precision p : {Precision::kDefault, Precision::kHigh, Precision::kHighest}) {
+    F32PrecisionScope scope(p);
+    ModuleBuilder m;
+    auto& f = m.main();
+    Value a = f.add_argument(TensorType(ElementType::kF32, {2, 3}));
+    Value b = f.add_argument(TensorType(ElementType::kF32, {3, 4}));
+    Value h = f.add_argument(TensorType(ElementType::kBF16, {2, 3}));
+    Value hb = f.add_argument(TensorType(ElementType::kBF16, {3, 4}));
+    Value d = f.dot_general(a, b, {}, {}, {1}, {0}, TensorType(ElementType::kF32, {2, 4}));
+    Value dh = f.dot_general(h, hb, {}, {}, {1}, {0}, TensorType(ElementType::kF32, {2, 4}));
+    std::vector<Value> looped = f.while_loop(
+        {d},
+        [](FunctionBuilder& r, const std::vector<Value>& v) -> std::vector<Value> {
+          (void)v;
+          return {r.constant(0, TensorType(ElementType::kPred, {}))};
+        },
+        [&](FunctionBuilder& r, const std::vector<Value>& v) -> std::vector<Value> {
+          Value sq = r.dot_general(v[0], r.transpose(v[0], {1, 0}), {}, {}, {1}, {0},
+                                   TensorType(ElementType::kF32, {2, 2}));
+          return {r.dot_general(sq, v[0], {}, {}, {1}, {0}, TensorType(ElementType::kF32, {2, 4}))};
+        });
+    m.finish({looped[0], dh});
+    const std::string text = m.str();
+    const std::string attr = std::string("precision_config = [#stablehlo<precision ") +
+                             precision_name(p) + ">, #stablehlo<precision " + precision_name(p) +
+                             ">]";
+    size_t n = 0;
+    for (size_t at = text.find(attr); at != std::string::npos; at = text.find(attr, at + 1)) ++n;
+    EXPECT_EQ(n, 3u) << text;  // the f32 product and the loop body's two; not the bf16 one
+  }
+  ModuleBuilder unset;
+  Value a = unset.main().add_argument(TensorType(ElementType::kF32, {2, 3}));
+  Value b = unset.main().add_argument(TensorType(ElementType::kF32, {3, 4}));
+  unset.finish(
+      {unset.main().dot_general(a, b, {}, {}, {1}, {0}, TensorType(ElementType::kF32, {2, 4}))});
+  EXPECT_EQ(unset.str().find("precision_config"), std::string::npos);  // no scope, no attribute
 }
