@@ -83,3 +83,31 @@ def test_the_emitted_modules_carry_the_precision(run_python):
         for m in products:
             if "xbf16>" in m:  # a bf16 product: torch's f32 setting does not apply
                 assert "precision_config" not in m, m
+
+
+def test_a_fused_region_is_cut_where_the_setting_changes(run_python):
+    # Deferred ops record under the setting of their call: a change cuts the region, so the ops
+    # before it keep their precision (each fused program is built under one setting).
+    r = run_python(
+        """
+        import torch, torchtpu
+        a, b = torch.randn(6, 4), torch.randn(4, 5)
+        ta, tb = a.to("tpu"), b.to("tpu")
+        torch.tpu.synchronize()
+        x = (ta @ tb).relu()
+        torch.set_float32_matmul_precision("medium")
+        y = (ta @ tb).tanh()
+        torch.testing.assert_close(x.cpu(), (a @ b).relu())
+        torch.testing.assert_close(y.cpu(), (a @ b).tanh())
+        """,
+        TORCH_TPU_DEFER_AND_FUSE="1", TORCHTPU_DUMP_MLIR="1", TORCHTPU_CACHE="0",
+    )
+    modules = re.findall(r"^module @torchtpu \{\n.*?^\}\n", r.stderr, re.M | re.S)
+    products = [m for m in modules if "stablehlo.dot_general" in m]
+    highest = [m for m in products if "precision HIGHEST" in m]
+    default = [m for m in products if "precision DEFAULT" in m]
+    assert highest and default, r.stderr[-3000:]
+    assert not [m for m in products if "precision HIGHEST" in m and "precision DEFAULT" in m]
+    # mm + relu before the change, mm + tanh after: one fused program each.
+    assert all("stablehlo.tanh" not in m for m in highest), highest
+    assert all("stablehlo.tanh" in m for m in default), default
