@@ -398,8 +398,15 @@ class CompiledStep:
             key = (tuple(slots.key),) + arg_key
             entry = self._cache.get(key)
             if entry is None:
-                entry = self._trace(slots, flat_args, args_spec)
-                self._cache.put(key, entry)
+                traced = self._trace(slots, flat_args, args_spec)
+                settled = self._settle(slots, traced, flat_args, args_spec)
+                if settled is not None:
+                    slots, traced = settled
+                    key = (tuple(slots.key),) + arg_key
+                entry = self._cache.get(key)
+                if entry is None:
+                    entry = self._compile(traced)
+                    self._cache.put(key, entry)
             self._last = _Guard(self.owners, slots, entry, arg_key)
         inputs = slots.tensors + [a for a in flat_args if isinstance(a, torch.Tensor)]
         outs = entry.compiled(inputs)
@@ -426,7 +433,62 @@ class CompiledStep:
                 opt_i, p_i = where
                 self.owners.optimizers[opt_i].state.pop(params[p_i], None)
 
-    def _trace(self, slots: _Slots, flat_args: list, args_spec) -> _Traced:
+    def _settle(self, slots: _Slots, traced: dict, flat_args: list, args_spec):
+        """The state a call creates (first `.grad` fields, first optimizer state) is created
+        ahead, so that the call's program is the one every later call runs: one compile instead
+        of one for the first call and another for the steady state. Returns the new slots and
+        their trace, or None to keep `traced` (nothing to create, or what the step creates cannot
+        be made ahead: e.g. SGD's momentum buffer, a copy of the first gradient; then the real
+        objects are left as they were).
+
+        Made ahead, and the same values the step would start from: zero gradients (a backward
+        accumulating into zeros gives what it gives into None) and the optimizer's own lazy
+        state (`_init_group`, the code its step runs first, run on CPU stand-ins of the
+        parameters and uploaded, so no device program runs). Kept only if the new trace leaves
+        every slot as it found it (a fixed point)."""
+        changes = _slot_changes(traced["installs"], slots, self.owners)
+        if not changes or changes["other"]:
+            return None
+        params = slots.params
+        new_grads = [params[pi] for pi in changes["grads"]]
+        saved_states = [(opt, {p: dict(st) for p, st in opt.state.items()})
+                        for opt in self.owners.optimizers]
+        try:
+            for p in new_grads:
+                p.grad = torch.zeros_like(p, device="cpu").to(p.device)
+            for oi, pis in changes["state"].items():
+                _init_state_ahead(self.owners.optimizers[oi], {id(params[pi]) for pi in pis})
+            for oi, pi, k, v in changes["consts"]:
+                opt = self.owners.optimizers[oi]
+                opt.state[params[pi]][k] = v
+            new_slots = _Slots(self.owners)
+            new_traced = self._trace(new_slots, flat_args, args_spec)
+            if _slot_changes(new_traced["installs"], new_slots, self.owners):
+                raise _NotSettled()
+        except Exception as e:  # noqa: BLE001 - any failure keeps the first trace
+            log.info("torchtpu: compile_step %s keeps a first-call program (%s)", self.name,
+                     type(e).__name__ if isinstance(e, _NotSettled) else e)
+            for p in new_grads:
+                p.grad = None
+            for opt, saved in saved_states:
+                # In place: the state's dicts stay the objects the user may hold.
+                for p in [p for p in opt.state if p not in saved]:
+                    del opt.state[p]
+                for p, st in saved.items():
+                    opt.state[p].clear()
+                    opt.state[p].update(st)
+            return None
+        return new_slots, new_traced
+
+    def _compile(self, traced: dict) -> _Traced:
+        from . import _dynamo
+
+        compiled = _dynamo._compile_graph(traced["gm"], traced["example"])
+        log.info("torchtpu: compile_step %s traced a new signature (%d inputs)", self.name,
+                 len(traced["example"]))
+        return _Traced(compiled, traced["out_spec"], traced["installs"], traced["num_user"])
+
+    def _trace(self, slots: _Slots, flat_args: list, args_spec) -> dict:
         from torch.fx.experimental.proxy_tensor import make_fx
 
         from . import _dynamo
@@ -471,10 +533,7 @@ class CompiledStep:
                 f"or register it as a buffer ({str(e).splitlines()[-1][:200]})") from None
         _clean_graph(gm)
         gm.recompile()
-        compiled = _dynamo._compile_graph(gm, example)
-        log.info("torchtpu: compile_step %s traced a new signature (%d inputs)", self.name,
-                 len(example))
-        return _Traced(compiled, record["out_spec"], record["installs"], record["num_user"])
+        return dict(record, gm=gm, example=example)
 
     def _collect(self, slots: _Slots, state: list, by_id: dict, record: dict, result):
         """After the step ran on stand-ins: the graph's outputs (user results, then new tensors
@@ -520,6 +579,85 @@ class CompiledStep:
         record["installs"] = installs
         record["num_user"] = num_user
         return outputs, installs
+
+
+class _NotSettled(Exception):
+    """The trace with the state made ahead still creates state: keep the first trace."""
+
+
+def _slot_changes(installs: list, slots: _Slots, owners: _Owners) -> dict:
+    """What a call with `installs` leaves that the next call's slots (and so its program) would
+    see differently: parameters that get their first `.grad`, optimizers' parameters that get new
+    state tensors, and plain state values that are new or changed. Empty when none."""
+    grads, state, consts, other = [], {}, [], False
+    for kind, where, idx in installs:
+        if kind == "grad":
+            pi = where
+            had = slots.grad_slot[id(slots.params[pi])] is not None
+            if idx is not None and not had:
+                grads.append(pi)
+            elif idx is None and had:
+                other = True  # a .grad dropped: the next call has none
+        elif kind == "state":
+            oi, pi, k, const = where
+            st = owners.optimizers[oi].state.get(slots.params[pi], {})
+            if idx is not None:
+                if not isinstance(st.get(k), torch.Tensor):
+                    state.setdefault(oi, []).append(pi)
+            elif k not in st or repr(st[k]) != repr(const):
+                consts.append((oi, pi, k, const))
+        else:
+            other = True
+    if not (other or grads or state or consts):
+        return {}
+    # `other`: the call drops something (a .grad), so the next call differs whatever is made
+    # ahead.
+    return {"grads": grads, "state": state, "consts": consts, "other": other}
+
+
+def _init_state_ahead(opt: torch.optim.Optimizer, want: set) -> None:
+    """The lazy state `opt.step()` creates for the parameters whose ids are in `want`, created
+    now by the optimizer's own `_init_group` (torch.optim's optimizers), on CPU stand-ins of the
+    parameters (same shape, dtype and strides; zero gradients), then uploaded to each parameter's
+    device: the values the step would create, without running a device program. Raises when the
+    optimizer has no `_init_group` or it created none of the wanted state."""
+    import inspect
+
+    init = getattr(opt, "_init_group", None)
+    if init is None:
+        raise _NotSettled()
+    n_lists = len(inspect.signature(init).parameters) - 1  # after `group`
+    saved_state, created = opt.state, 0
+    for group in opt.param_groups:
+        real = group["params"]
+        if not any(id(p) in want for p in real):
+            continue
+        stand_ins = []
+        for p in real:
+            s = torch.empty_strided(p.shape, p.stride(), dtype=p.dtype)
+            s.requires_grad_(p.requires_grad)
+            if id(p) in want:
+                s.grad = torch.zeros_like(s)
+            stand_ins.append(s)
+        by_stand_in = dict(zip(map(id, stand_ins), real))
+        opt.state = collections.defaultdict(dict)
+        try:
+            group["params"] = stand_ins
+            init(group, *[[] for _ in range(n_lists)])
+            new_state = opt.state
+        finally:
+            group["params"] = real
+            opt.state = saved_state
+        for s, st in new_state.items():
+            p = by_stand_in[id(s)]
+            if id(p) not in want or not st:
+                continue
+            created += 1
+            target = opt.state[p]
+            for k, v in st.items():
+                target[k] = v.to(p.device) if isinstance(v, torch.Tensor) else v
+    if created == 0:
+        raise _NotSettled()
 
 
 def _skippable_opt_step(optimizer, optimizer_state, *args, **kwargs):

@@ -53,11 +53,13 @@ def _step_fn(model, opt, clip):
     return step
 
 
-@pytest.mark.parametrize("make_opt", [
-    lambda params, lr: torch.optim.AdamW(params, lr=lr, weight_decay=0.1),
-    lambda params, lr: torch.optim.SGD(params, lr=lr, momentum=0.9),
+@pytest.mark.parametrize("make_opt,signatures", [
+    (lambda params, lr: torch.optim.AdamW(params, lr=lr, weight_decay=0.1), 1),
+    # SGD's momentum buffer starts as a copy of the first gradient: it cannot be made ahead, so
+    # the first call has a program of its own.
+    (lambda params, lr: torch.optim.SGD(params, lr=lr, momentum=0.9), 2),
 ], ids=["adamw", "sgd-momentum"])
-def test_train_step_is_one_program_and_matches_cpu(make_opt):
+def test_train_step_is_one_program_and_matches_cpu(make_opt, signatures):
     m_cpu, m_tpu = _model("cpu"), _model("tpu")
     o_cpu = make_opt(m_cpu.parameters(), 0.01)
     o_tpu = make_opt(m_tpu.parameters(), torch.tensor(0.01, device="tpu"))
@@ -70,8 +72,9 @@ def test_train_step_is_one_program_and_matches_cpu(make_opt):
         assert _executions() - before == 1, f"step {i} ran {_executions() - before} programs"
         _close(loss_cpu, loss_tpu, f"loss of step {i}")
         _check_state(m_cpu, o_cpu, m_tpu, o_tpu)
-    # First call (no .grad, no optimizer state yet) and the steady state: two signatures.
-    assert step_tpu.num_signatures == 2
+    # The first call's .grad fields and AdamW's state are made ahead (zeros, the optimizer's own
+    # _init_group), so the first call runs the steady state's program.
+    assert step_tpu.num_signatures == signatures
 
 
 def test_lr_scheduler_with_tensor_lr_does_not_retrace():
@@ -88,7 +91,7 @@ def test_lr_scheduler_with_tensor_lr_does_not_retrace():
         s_tpu.step()
         _check_state(m_cpu, o_cpu, m_tpu, o_tpu)
     assert o_tpu.param_groups[0]["lr"].item() == pytest.approx(0.1 * 0.5 ** 4)
-    assert step_tpu.num_signatures == 2  # the learning rate is a program input
+    assert step_tpu.num_signatures == 1  # the learning rate is a program input
 
 
 def test_gradient_accumulation_across_calls():
@@ -175,6 +178,40 @@ def test_buffers_and_eval_mode():
     assert step.num_signatures == 2  # training and eval (.grad is None before every call)
 
 
+@pytest.mark.parametrize("zero_grad_at", ["start", "end"])
+def test_first_call_compiles_the_only_program(zero_grad_at):
+    """The state a first call creates (.grad, AdamW's exp_avg/exp_avg_sq/step) is made ahead, so
+    call 1 compiles the program every later call runs and later calls compile nothing; the values
+    are CPU PyTorch's from the first step on, and nothing runs on the device to make them."""
+    m_cpu, m_tpu = _model("cpu"), _model("tpu")
+    o_cpu = torch.optim.AdamW(m_cpu.parameters(), lr=0.01, weight_decay=0.1)
+    o_tpu = torch.optim.AdamW(m_tpu.parameters(), lr=torch.tensor(0.01, device="tpu"),
+                              weight_decay=0.1)
+
+    def fn(model, opt):
+        def step(x, y):
+            if zero_grad_at == "start":
+                opt.zero_grad(set_to_none=False)
+            loss = nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            opt.step()
+            if zero_grad_at == "end":
+                opt.zero_grad()
+            return loss
+        return step
+
+    step_cpu, step_tpu = fn(m_cpu, o_cpu), torchtpu.compile_step(fn(m_tpu, o_tpu), m_tpu, o_tpu)
+    compiled = []
+    for i, (x, y) in enumerate(_batches(4)):
+        before, executions = torchtpu.metrics()["programs_compiled"], _executions()
+        _close(step_cpu(x, y), step_tpu(x.to("tpu"), y.to("tpu")), f"loss of step {i}")
+        assert _executions() - executions == 1, f"step {i}"
+        compiled.append(torchtpu.metrics()["programs_compiled"] - before)
+        _check_state(m_cpu, o_cpu, m_tpu, o_tpu)
+    assert compiled[1:] == [0, 0, 0], compiled
+    assert step_tpu.num_signatures == 1
+
+
 def test_bad_input_raises_clear_errors():
     m = _model("tpu")
     with pytest.raises(TypeError, match="Optimizer or torch.amp.GradScaler objects"):
@@ -248,7 +285,7 @@ def test_grad_scaler_skips_non_finite_steps_like_cpu(unscale_and_clip, autocast)
                                            msg=f"state {k} of {name}, step {i}")
     # Grew at step 1 (two finite steps), backed off at step 3, grew again at step 5.
     assert s_cpu.get_scale() == 2.0**9
-    assert step_tpu.num_signatures == 2
+    assert step_tpu.num_signatures == 1
 
 
 def test_grad_scaler_misuse_raises_clear_errors():
