@@ -11,6 +11,10 @@ config): inference forward and the full train step (forward, backward, AdamW ste
   tpu-compiled-grads-none (zero_grad() with its default set_to_none=True, so autograd installs
   fresh gradients instead of accumulating into kept ones eagerly) and tpu-compiled-autograd
   (torch._dynamo.config.compiled_autograd=True: the backward, accumulation included, compiled).
+  For the train step also the everyday script's form: torch.compile(model) with zero_grad,
+  backward's seed and the AdamW step left eager, in strict eager (tpu-compiled-model) and in fused
+  eager (tpu-compiled-model-fused, TORCH_TPU_DEFER_AND_FUSE=1: the eager parts between the
+  compiled graphs run as fused programs; issue 27).
 
 One JSON object per line: {"workload", "mode", "phase", "median_ms" | "ms", "cpu_median_ms",
 "programs_compiled", "programs_per_step", "ratio_to_cpu_eager", "ratio_to_torchax_jit",
@@ -114,7 +118,11 @@ def run_mode(mode, workload, steps):
     target = model
     if mode == "tpu-compiled-autograd":
         torch._dynamo.config.compiled_autograd = True
-    if mode == "cpu-inductor":
+    if mode.startswith("tpu-compiled-model"):
+        # Only the model is compiled; the step around it stays eager (fused or strict).
+        target = torch.compile(model, backend="tpu")
+        target_fn = fn
+    elif mode == "cpu-inductor":
         target_fn = torch.compile(fn, backend="inductor")
     elif mode.startswith("tpu-compiled"):
         target_fn = torch.compile(fn, backend="tpu")
@@ -270,9 +278,11 @@ def emit(workload, mode, times, cpu_times, compiled, per_step, baseline, jax_bas
 # The two baselines run first, so every later line carries its ratios to both.
 ALL_MODES = ("cpu-eager", "torchax-jit", "cpu-inductor", "tpu-eager", "tpu-compiled",
              "tpu-compiled-warm-cache", "tpu-default-compile", "tpu-compile-step",
-             "tpu-compile-step-warm-cache", "tpu-compiled-grads-none", "tpu-compiled-autograd")
+             "tpu-compile-step-warm-cache", "tpu-compiled-grads-none", "tpu-compiled-autograd",
+             "tpu-compiled-model", "tpu-compiled-model-fused")
 # Variants of the plain torch.compile train step, for its program count (train_step only).
-TRAIN_ONLY = ("tpu-compiled-grads-none", "tpu-compiled-autograd")
+TRAIN_ONLY = ("tpu-compiled-grads-none", "tpu-compiled-autograd", "tpu-compiled-model",
+              "tpu-compiled-model-fused")
 
 
 def main():
@@ -322,6 +332,8 @@ def main():
                 torch_cache = cache if mode in ("tpu-compiled", "tpu-compiled-warm-cache") else None
                 env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(torch_cache or tempfile.mkdtemp(),
                                                               "torch")
+                if mode == "tpu-compiled-model-fused":
+                    env["TORCH_TPU_DEFER_AND_FUSE"] = "1"
                 if mode == "torchax-jit":
                     # torchax claims the PrivateUse1 device for itself: torchtpu must not load.
                     env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"

@@ -291,6 +291,20 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::allgather(std::vector<std::vector<at:
   return launch(s, c10d::OpType::ALLGATHER, std::move(result));
 }
 
+// NCCL and the in-program path take any all_gather output of the right size (FSDP2 and DTensor
+// pass a stacked (world, *input) one); gloo wants (world * input.size(0), *input.sizes()[1:]), so
+// it gets that view of the same host memory.
+at::Tensor TpuBackend::gloo_gather_view(const at::Tensor& host_out, const at::Tensor& input) const {
+  TORCH_CHECK(host_out.numel() == input.numel() * getSize(),
+              "all_gather_into_tensor on the tpu backend: the output has ", host_out.numel(),
+              " elements, expected the input's ", input.numel(), " times the group size ",
+              getSize());
+  std::vector<int64_t> gathered = input.sizes().vec();
+  if (gathered.empty()) gathered.push_back(1);
+  gathered[0] *= getSize();
+  return host_out.view(gathered);
+}
+
 c10::intrusive_ptr<c10d::Work> TpuBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
                                                            const c10d::AllgatherOptions& opts) {
   std::vector<at::Tensor> in{input}, out{output};
@@ -304,14 +318,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::_allgather_base(at::Tensor& output, a
   if (in_program(in, c10d::OpType::_ALLGATHER_BASE)) return track(xla_->allgather_into(out, in));
   Staging s(host_pool_, stats_);
   at::Tensor host_in = s.input(input);
-  at::Tensor host_out = s.output(output);
-  // NCCL and the in-program path take any output of the right size (FSDP2 and DTensor pass a
-  // stacked (world, *input) one); gloo wants (world * input.size(0), *input.sizes()[1:]), so it
-  // gets that view of the same host memory.
-  std::vector<int64_t> gathered = input.sizes().vec();
-  if (gathered.empty()) gathered.push_back(1);
-  gathered[0] *= getSize();
-  at::Tensor gloo_out = host_out.view(gathered);
+  at::Tensor gloo_out = gloo_gather_view(s.output(output), input);
   s.pending.host_work.push_back(host_->_allgather_base(gloo_out, host_in, opts));
   return launch(s, c10d::OpType::_ALLGATHER_BASE, {output});
 }
@@ -344,9 +351,14 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::allgather_into_tensor_coalesced(
   if (in_program(inputs, c10d::OpType::COALESCED)) {
     return track(xla_->allgather_into(outputs, inputs));
   }
+  TORCH_CHECK(outputs.size() == inputs.size(),
+              "allgather_into_tensor_coalesced on the tpu backend: ", outputs.size(),
+              " outputs for ", inputs.size(), " inputs");
   Staging s(host_pool_, stats_);
   auto host_in = s.inputs(inputs);
   auto host_out = s.outputs(outputs);
+  for (size_t i = 0; i < host_out.size(); ++i)
+    host_out[i] = gloo_gather_view(host_out[i], inputs[i]);
   s.pending.host_work.push_back(host_->allgather_into_tensor_coalesced(host_out, host_in, opts));
   return launch(s, c10d::OpType::COALESCED, outputs);
 }

@@ -108,6 +108,8 @@ class TpuBackend final : public c10d::Backend {
 
  private:
   class Staging;
+  // The view of a gathered host output that gloo's all_gather accepts (any output of the size).
+  at::Tensor gloo_gather_view(const at::Tensor& host_out, const at::Tensor& input) const;
   c10::intrusive_ptr<c10d::Work> launch(Staging& staging, c10d::OpType type,
                                         std::vector<at::Tensor> result);
   // Returns `work`, and keeps it for endCoalescing while coalescing.

@@ -342,6 +342,18 @@ def check_every_collective(rank: int, world_size: int, device: torch.device, ref
         dist.reduce_scatter_tensor(tb, b.to(dev))
     cm.wait()
     close(tb, ref_b, "coalesced reduce_scatter_tensor")
+    # allgather_into_tensor_coalesced, a stacked (FSDP2/DTensor) output beside a flat one.
+    xa, xb = data(3, 2), data(4)
+    ref_a, ref_b = torch.empty(W * 3, 2), torch.empty(W * 4)
+    dist.all_gather_into_tensor(ref_a, xa, group=gloo)
+    dist.all_gather_into_tensor(ref_b, xb, group=gloo)
+    ga, gb = torch.empty(W, 3, 2, device=dev), torch.empty(W * 4, device=dev)
+    with dist._coalescing_manager(device=dev, async_ops=True) as cm:
+        dist.all_gather_into_tensor(ga, xa.to(dev))
+        dist.all_gather_into_tensor(gb, xb.to(dev))
+    cm.wait()
+    close(ga, ref_a.reshape(W, 3, 2), "coalesced all_gather_into_tensor, stacked")
+    close(gb, ref_b, "coalesced all_gather_into_tensor, flat")
     xa, xb = data(4), data(2, 3)
     refs = [xa.clone(), xb.clone()]
     dist.broadcast(refs[0], src=0, group=gloo)
