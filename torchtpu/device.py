@@ -211,13 +211,20 @@ def memory_stats(d: Any = None) -> dict[str, int]:
     ``.peak``, ``reserved_bytes.all.*``, ``num_alloc_retries``, ``num_ooms``, ...). Reserved and
     active equal allocated (no caching allocator; retries and OOM counts stay 0). Where the
     plugin reports them, ``device.bytes_in_use`` and ``device.bytes_limit`` add the plugin's own
-    view of the device (including buffers PJRT holds for itself)."""
+    view of the device (including buffers PJRT holds for itself). Allocated bytes are the
+    tensors' storages' own; ``bucketed_bytes.all.current`` and ``.peak`` count the device
+    buffers holding them, which size buckets (TORCHTPU_SIZE_BUCKETS=1) pad, and
+    ``padding_bytes.all.current`` the difference."""
     index = _index(d)
     stats: dict[str, int] = dict.fromkeys(_STAT_KEYS, 0)
     if _C._is_initialized():
         stats.update(torch.accelerator.memory_stats(index))
     stats["allocated_bytes.all.current"] = memory_allocated(index)
     stats["allocated_bytes.all.peak"] = max_memory_allocated(index)
+    stats["bucketed_bytes.all.current"] = _C._buffer_memory_allocated(index)
+    stats["bucketed_bytes.all.peak"] = _C._max_buffer_memory_allocated(index)
+    stats["padding_bytes.all.current"] = (stats["bucketed_bytes.all.current"]
+                                          - stats["allocated_bytes.all.current"])
     if _C._is_initialized():
         plugin = _C._device_memory_stats(index)
         if plugin["bytes_in_use"] >= 0:

@@ -100,8 +100,7 @@ at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
     at::Tensor host = src.to(self.scalar_type()).expand(self.sizes()).contiguous();
     int dev = self.device().index();
     std::vector<int64_t> dims = device::buffer_dims(self.sizes());
-    device::BufferPtr buf =
-        exec::upload(host.data_ptr(), dims, lowering::to_element_type(self.scalar_type()), dev);
+    device::BufferPtr buf = exec::upload_dense(host, dev);
     if (covers_storage(self)) {
       device::handle_of(self)->set_buffer(std::move(buf), std::move(dims),
                                           lowering::to_element_type(self.scalar_type()));
@@ -169,7 +168,7 @@ std::vector<lowering::Value> lower_copy(lowering::LoweringContext& ctx) {
 
 // Eager copy_ lowers its functional form and writes through the destination view; a compiled
 // graph keeps copy_ itself, for a mutated graph input.
-TORCHTPU_LOWERING("aten::copy", lower_copy, lowering::kComplex);
+TORCHTPU_LOWERING("aten::copy", lower_copy, lowering::kComplex | lowering::kElementwise);
 TORCHTPU_LOWERING("aten::copy_", lower_copy,
                   lowering::kGraphOnly | lowering::kComplex | lowering::kOverwritesSelf);
 

@@ -33,13 +33,18 @@ void resize_storage_bytes(const c10::Storage& storage, size_t new_bytes) {
     int64_t old_n = lowering::numel_of(dims);
     std::vector<uint8_t> host(static_cast<size_t>(old_n * itemsize));
     if (!host.empty()) old->to_host(host.data(), host.size());
+    // The storage's old bytes (not a size bucket's padding past them) keep their place; the
+    // new buffer is the new size's bucket (zeros after the kept bytes).
+    const size_t kept = std::min<size_t>(host.size(), storage.nbytes());
     int64_t new_n = static_cast<int64_t>(new_bytes) / itemsize;
-    std::vector<uint8_t> grown(static_cast<size_t>(new_n * itemsize), 0);
-    std::memcpy(grown.data(), host.data(), std::min(grown.size(), host.size()));
-    handle->set_buffer(exec::upload(grown.data(), {new_n}, dtype, handle->device_index()), {new_n},
-                       dtype);
+    int64_t stored_n = device::buffer_dims({new_n})[0];
+    std::vector<uint8_t> grown(static_cast<size_t>(stored_n * itemsize), 0);
+    std::memcpy(grown.data(), host.data(), std::min(grown.size(), kept));
+    handle->set_buffer(exec::upload(grown.data(), {stored_n}, dtype, handle->device_index()),
+                       {stored_n}, dtype);
   }
   storage.unsafeGetStorageImpl()->set_nbytes(new_bytes);
+  handle->set_logical_bytes(static_cast<int64_t>(new_bytes));
 }
 
 namespace {

@@ -15,6 +15,7 @@
 #include <string>
 #include <utility>
 
+#include "device/buckets.h"
 #include "device/current_device.h"
 #include "runtime/runtime.h"
 
@@ -27,15 +28,28 @@ std::array<std::atomic<int64_t>, kMaxDevices> peak{};
 // Cumulative bytes that became / stopped being device buffers of storages (reset separately).
 std::array<std::atomic<int64_t>, kMaxDevices> total_allocated{};
 std::array<std::atomic<int64_t>, kMaxDevices> total_freed{};
+// The device buffers' bytes, which exceed the storages' own (above) by the padding of size
+// buckets (device/buckets.h).
+std::array<std::atomic<int64_t>, kMaxDevices> buffered{};
+std::array<std::atomic<int64_t>, kMaxDevices> buffered_peak{};
+
+void raise_peak(std::atomic<int64_t>& peak_bytes, int64_t now) {
+  int64_t p = peak_bytes.load();
+  while (now > p && !peak_bytes.compare_exchange_weak(p, now)) {
+  }
+}
+
+void account_buffer(int device, int64_t delta) {
+  if (device < 0 || device >= kMaxDevices || delta == 0) return;
+  raise_peak(buffered_peak[device], buffered[device].fetch_add(delta) + delta);
+}
 
 void account(int device, int64_t delta) {
   if (device < 0 || device >= kMaxDevices) return;
   int64_t now = allocated[device].fetch_add(delta) + delta;
   if (delta > 0) total_allocated[device] += delta;
   if (delta < 0) total_freed[device] -= delta;
-  int64_t p = peak[device].load();
-  while (now > p && !peak[device].compare_exchange_weak(p, now)) {
-  }
+  raise_peak(peak[device], now);
 }
 
 bool valid(c10::DeviceIndex device) { return device >= 0 && device < kMaxDevices; }
@@ -144,7 +158,7 @@ class TpuAllocator final : public c10::DeviceAllocator {
     // Allocation is lazy: the device buffer appears on the first write. No GIL, no PJRT here.
     int index = current_device();
     check_fits_device(nbytes, index);
-    auto* handle = new StorageHandle(index);
+    auto* handle = new StorageHandle(index, static_cast<int64_t>(nbytes));
     return {handle, handle, &delete_handle,
             c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(index))};
   }
@@ -159,16 +173,22 @@ TpuAllocator the_allocator;
 }  // namespace
 
 StorageHandle::StorageHandle(int device_index, BufferPtr buffer, std::vector<int64_t> dims,
-                             shlo::ElementType dtype)
+                             shlo::ElementType dtype, int64_t logical_bytes)
     : device_index_(device_index),
       buffer_(std::move(buffer)),
       dims_(std::move(dims)),
       dtype_(dtype),
-      accounted_bytes_(buffer_ ? buffer_bytes(dims_, dtype_) : 0) {
-  account(device_index_, accounted_bytes_);
+      accounted_bytes_(buffer_ ? buffer_bytes(dims_, dtype_) : 0),
+      logical_bytes_(logical_bytes),
+      accounted_logical_(buffer_ ? std::min(logical_bytes, accounted_bytes_) : 0) {
+  account_buffer(device_index_, accounted_bytes_);
+  account(device_index_, accounted_logical_);
 }
 
-StorageHandle::~StorageHandle() { account(device_index_, -accounted_bytes_); }
+StorageHandle::~StorageHandle() {
+  account_buffer(device_index_, -accounted_bytes_);
+  account(device_index_, -accounted_logical_);
+}
 
 BufferPtr StorageHandle::buffer() const {
   if (deferred() == Deferred::kWritten) run_deferred(*this, false);
@@ -187,10 +207,21 @@ void StorageHandle::set_buffer(BufferPtr buffer, std::vector<int64_t> dims,
     buffer_ = std::move(buffer);
     dims_ = std::move(dims);
     dtype_ = dtype;
-    account(device_index_, bytes - accounted_bytes_);
+    account_buffer(device_index_, bytes - accounted_bytes_);
     accounted_bytes_ = bytes;
+    const int64_t logical_now = buffer_ ? std::min(logical_bytes_, bytes) : 0;
+    account(device_index_, logical_now - accounted_logical_);
+    accounted_logical_ = logical_now;
   }
   // `old` is released outside the lock: destroying a PJRT buffer may wait on the plugin.
+}
+
+void StorageHandle::set_logical_bytes(int64_t bytes) {
+  std::lock_guard<std::mutex> g(mutex_);
+  logical_bytes_ = bytes;
+  const int64_t logical_now = buffer_ ? std::min(logical_bytes_, accounted_bytes_) : 0;
+  account(device_index_, logical_now - accounted_logical_);
+  accounted_logical_ = logical_now;
 }
 
 void StorageHandle::snapshot(BufferPtr* buffer, std::vector<int64_t>* dims,
@@ -224,12 +255,19 @@ bool flat_buffers() {
 
 std::vector<int64_t> buffer_dims(c10::IntArrayRef sizes) {
   if (!flat_buffers()) return sizes.vec();
-  return {c10::multiply_integers(sizes)};
+  return {bucket_elements(c10::multiply_integers(sizes))};
+}
+
+bool exactly_holds(const std::vector<int64_t>& dims, int64_t n) {
+  int64_t have = 1;
+  for (int64_t d : dims) have *= d;
+  return have == n;
 }
 
 c10::Storage make_storage(size_t nbytes, int device_index, BufferPtr buffer,
                           std::vector<int64_t> dims, shlo::ElementType dtype) {
-  auto* handle = new StorageHandle(device_index, std::move(buffer), std::move(dims), dtype);
+  auto* handle = new StorageHandle(device_index, std::move(buffer), std::move(dims), dtype,
+                                   static_cast<int64_t>(nbytes));
   c10::DataPtr ptr(
       handle, handle, &delete_handle,
       c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device_index)));
@@ -245,9 +283,18 @@ int64_t max_memory_allocated(int device_index) {
   return device_index >= 0 && device_index < kMaxDevices ? peak[device_index].load() : 0;
 }
 
+int64_t buffer_memory_allocated(int device_index) {
+  return device_index >= 0 && device_index < kMaxDevices ? buffered[device_index].load() : 0;
+}
+
+int64_t max_buffer_memory_allocated(int device_index) {
+  return device_index >= 0 && device_index < kMaxDevices ? buffered_peak[device_index].load() : 0;
+}
+
 void reset_peak_memory(int device_index) {
   if (device_index >= 0 && device_index < kMaxDevices) {
     peak[device_index].store(allocated[device_index].load());
+    buffered_peak[device_index].store(buffered[device_index].load());
   }
 }
 

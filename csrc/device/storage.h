@@ -21,11 +21,12 @@ using BufferPtr = std::shared_ptr<pjrt::Buffer>;
 
 class StorageHandle {
  public:
-  explicit StorageHandle(int device_index) : device_index_(device_index) {}
+  StorageHandle(int device_index, int64_t logical_bytes)
+      : device_index_(device_index), logical_bytes_(logical_bytes) {}
   // Already holding `buffer`; no lock, since nobody else sees the handle yet (every eager op
   // makes one per returned tensor).
   StorageHandle(int device_index, BufferPtr buffer, std::vector<int64_t> dims,
-                shlo::ElementType dtype);
+                shlo::ElementType dtype, int64_t logical_bytes);
   ~StorageHandle();
 
   int device_index() const { return device_index_; }
@@ -35,6 +36,8 @@ class StorageHandle {
   shlo::ElementType dtype() const { return dtype_; }
   // Every alias of the storage sees the new contents.
   void set_buffer(BufferPtr buffer, std::vector<int64_t> dims, shlo::ElementType dtype);
+  // The storage's own byte count changed (resize_): memory stats count it from now on.
+  void set_logical_bytes(int64_t bytes);
   // Snapshot of (buffer, dims, dtype) taken under the lock, for one program launch.
   void snapshot(BufferPtr* buffer, std::vector<int64_t>* dims, shlo::ElementType* dtype) const;
 
@@ -54,6 +57,11 @@ class StorageHandle {
   std::vector<int64_t> dims_;
   shlo::ElementType dtype_ = shlo::ElementType::kU8;
   int64_t accounted_bytes_ = 0;
+  // The storage's bytes (its nbytes), which a bucketed buffer (device/buckets.h) exceeds, and
+  // what of them memory_allocated counts now (0 while there is no buffer);
+  // accounted_bytes_ is what buffer_memory_allocated counts.
+  int64_t logical_bytes_ = 0;
+  int64_t accounted_logical_ = 0;
 };
 
 // Whether storages keep their device buffers 1-D. On platforms whose arrays are dense and
@@ -64,8 +72,11 @@ class StorageHandle {
 // and dtype alone, so equal views of equal storages share one program; reshaping a dense
 // array is free there. TPU arrays are tiled (a reshape is a copy): they keep their shapes.
 bool flat_buffers();
-// The dims a storage's buffer holding a dense tensor of `sizes` has: {numel} or `sizes`.
+// The dims a storage's buffer holding a dense tensor of `sizes` has: {numel}, or
+// {bucket_elements(numel)} with size buckets (device/buckets.h), or `sizes` (tiled platforms).
 std::vector<int64_t> buffer_dims(c10::IntArrayRef sizes);
+// Whether a buffer of `dims` holds `n` elements and nothing else: no padding past them.
+bool exactly_holds(const std::vector<int64_t>& dims, int64_t n);
 
 // Runs the pending fused region that holds `handle` (installed by exec/fused_eager.cpp);
 // `write`: the caller is about to replace the buffer.
@@ -80,9 +91,14 @@ c10::Allocator* allocator();
 c10::Storage make_storage(size_t nbytes, int device_index, BufferPtr buffer,
                           std::vector<int64_t> dims, shlo::ElementType dtype);
 
-// Bytes of device buffers alive and their peak, per device, as torch.tpu.memory_allocated says.
+// Bytes of the storages holding device buffers and their peak, per device, as
+// torch.tpu.memory_allocated says.
 int64_t memory_allocated(int device_index);
 int64_t max_memory_allocated(int device_index);
+// The same counting the device buffers' bytes: more by the padding of size buckets
+// (device/buckets.h).
+int64_t buffer_memory_allocated(int device_index);
+int64_t max_buffer_memory_allocated(int device_index);
 void reset_peak_memory(int device_index);
 
 }  // namespace torchtpu::device

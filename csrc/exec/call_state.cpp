@@ -127,6 +127,7 @@ void ArgDesc::reset() {
   kind = Kind::kNone;
   param = -1;
   offset_param = -1;
+  generic_view = -1;
   view.sizes.clear();
   view.strides.clear();
   view.offset = 0;
@@ -152,6 +153,11 @@ void CallState::clear() {
   device = -1;
   any_f64 = false;
   numerics = Numerics();
+  generic = false;
+  out_sizes.clear();
+  out_strides.clear();
+  geometry_param = -1;
+  generic_rank = 0;
 }
 
 namespace {
@@ -209,6 +215,42 @@ void Scanner::tensor(const at::Tensor& t, ArgDesc& d) {
         false, "Expected all tensors to be on the same device, but found at least two devices, ",
         s_.device >= 0 ? device_str(s_.device) : std::string("tpu:0"), " and ", t.device(), "!");
   }
+  const int index = storage_param(t);
+  if (generic_) {
+    generic_tensor(t, index, d);
+    return;
+  }
+  const Param& p = s_.params[static_cast<size_t>(index)];
+  d.kind = ArgDesc::Kind::kTensor;
+  d.param = index;
+  d.dtype = t.scalar_type();
+  if (with_views_) {
+    d.view.sizes = t.sizes().vec();
+    d.view.strides = t.strides().vec();
+  }
+  d.view.offset = t.storage_offset();
+  // Structure only: a view covering all of its storage's bytes starts at 0; any other view
+  // takes its offset at run time. (A covering view with an offset cannot be valid; it keeps
+  // the runtime offset rather than a value in the key.) The storage's own bytes, not its
+  // buffer's: a size bucket's padding is no part of it.
+  const auto storage_bytes = static_cast<int64_t>(t.storage().nbytes());
+  bool covers =
+      t.is_contiguous() &&
+      static_cast<int64_t>(t.numel()) * static_cast<int64_t>(t.element_size()) == storage_bytes;
+  bool runtime_offset = !covers || d.view.offset != 0;
+  put(s_.key, 'T');
+  put(s_.key, static_cast<int64_t>(index));
+  put(s_.key, static_cast<int64_t>(d.dtype));
+  put_ints(s_.key, t.sizes());
+  put_ints(s_.key, t.strides());
+  put(s_.key, static_cast<char>(runtime_offset ? 'o' : '0'));
+  put_ints(s_.key, p.dims);
+  put(s_.key, static_cast<int64_t>(p.dtype));
+  put(s_.key, static_cast<char>(p.buffer ? 1 : 0));
+  if (runtime_offset) d.offset_param = scalar_param(c10::Scalar(d.view.offset), ElementType::kS64);
+}
+
+int Scanner::storage_param(const at::Tensor& t) {
   int dev = t.device().index();
   if (s_.device < 0) {
     s_.device = dev;
@@ -236,40 +278,15 @@ void Scanner::tensor(const at::Tensor& t, ArgDesc& d) {
     }
     device::handle_of(t.storage())->snapshot(&p.buffer, &p.dims, &p.dtype);
     if (!p.buffer) {
-      // Never written: the program sees zeros (materialized only if the program reads it).
+      // Never written: the program sees zeros (materialized only if the program reads it), and
+      // a write gives it the buffer its size has (a size bucket, device/buckets.h).
       p.dtype = lowering::to_element_type(t.scalar_type());
       int64_t itemsize = static_cast<int64_t>(t.element_size());
-      p.dims = {static_cast<int64_t>(t.storage().nbytes()) / itemsize};
+      p.dims = device::buffer_dims({static_cast<int64_t>(t.storage().nbytes()) / itemsize});
     }
     s_.params.push_back(std::move(p));
   }
-  const Param& p = s_.params[static_cast<size_t>(index)];
-  d.kind = ArgDesc::Kind::kTensor;
-  d.param = index;
-  d.dtype = t.scalar_type();
-  if (with_views_) {
-    d.view.sizes = t.sizes().vec();
-    d.view.strides = t.strides().vec();
-  }
-  d.view.offset = t.storage_offset();
-  // Structure only: a view covering all of its storage's bytes starts at 0; any other view
-  // takes its offset at run time. (A covering view with an offset cannot be valid; it keeps
-  // the runtime offset rather than a value in the key.)
-  int64_t storage_bytes = lowering::numel_of(p.dims) * std::max(1, shlo::bit_width(p.dtype) / 8);
-  bool covers =
-      t.is_contiguous() &&
-      static_cast<int64_t>(t.numel()) * static_cast<int64_t>(t.element_size()) == storage_bytes;
-  bool runtime_offset = !covers || d.view.offset != 0;
-  put(s_.key, 'T');
-  put(s_.key, static_cast<int64_t>(index));
-  put(s_.key, static_cast<int64_t>(d.dtype));
-  put_ints(s_.key, t.sizes());
-  put_ints(s_.key, t.strides());
-  put(s_.key, static_cast<char>(runtime_offset ? 'o' : '0'));
-  put_ints(s_.key, p.dims);
-  put(s_.key, static_cast<int64_t>(p.dtype));
-  put(s_.key, static_cast<char>(p.buffer ? 1 : 0));
-  if (runtime_offset) d.offset_param = scalar_param(c10::Scalar(d.view.offset), ElementType::kS64);
+  return index;
 }
 
 void Scanner::scan(const c10::FunctionSchema& schema, const torch::jit::Stack& stack,
@@ -527,6 +544,9 @@ std::vector<device::BufferPtr> launch_program(const runtime::Program& program,
       case Param::Kind::kScalar:
       case Param::Kind::kCpuTensor:
         buf = scalar_buffer(p, dev);
+        break;
+      case Param::Kind::kInts:
+        buf = upload(p.ints.data(), {static_cast<int64_t>(p.ints.size())}, ElementType::kS64, dev);
         break;
       case Param::Kind::kGenerator: {
         if (p.drawn) {

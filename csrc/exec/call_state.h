@@ -18,7 +18,8 @@
 namespace torchtpu::exec {
 
 struct Param {
-  enum class Kind { kStorage, kScalar, kCpuTensor, kGenerator } kind;
+  // kInts: a runtime s64 vector (`ints`), the geometry of a size-generic call (exec/generic.h).
+  enum class Kind { kStorage, kScalar, kCpuTensor, kGenerator, kInts } kind;
   // kStorage
   c10::StorageImpl* storage = nullptr;
   device::BufferPtr buffer;
@@ -32,6 +33,7 @@ struct Param {
   bool drawn = false;
   uint64_t seed_offset[2] = {0, 0};
   at::Tensor cpu_tensor;
+  std::vector<int64_t> ints;  // kInts
 };
 
 struct ArgDesc {
@@ -50,6 +52,9 @@ struct ArgDesc {
   // kTensor of a view that does not cover its whole storage: the s64 kScalar param holding
   // its storage offset, a runtime value so that moving the view never recompiles.
   int offset_param = -1;
+  // kTensor of a size-generic call read (or written) through its runtime geometry: which view
+  // of CallState::generic_geometry it is (exec/generic.h); -1 when it is not.
+  int generic_view = -1;
   lowering::StridedView view;
   c10::ScalarType dtype = c10::kFloat;
   std::vector<ArgDesc> items;  // kTensorList (kNone entries for absent optionals), kScalarList
@@ -66,6 +71,16 @@ struct CallState {
   // torch's numeric settings at the scan (exec/numerics.h): one byte of `key`; the build reads
   // them from here.
   Numerics numerics;
+  // A size-generic call (exec/generic.h): the shape of its result, which the program does not
+  // know (its new tensors take it at launch).
+  bool generic = false;
+  std::vector<int64_t> out_sizes;
+  // Its strides, when not contiguous (a layout PyTorch gives the result of permuted inputs).
+  std::vector<int64_t> out_strides;
+  // The kInts param of its runtime geometry (lowering::GenericSpace), -1 when it needs none,
+  // and the rank of its iteration space.
+  int geometry_param = -1;
+  int64_t generic_rank = 0;
   // Dims lists of released params, reused by the next scan (see PooledCallState).
   std::vector<std::vector<int64_t>> spare_dims;
   // Sizes `args` to `n` slots, each reset: a pooled state keeps its ArgDescs from call to call
@@ -112,13 +127,24 @@ class Scanner {
   void tensor(const at::Tensor& t, ArgDesc& d);
   // Scans an op's arguments, stack[first ...].
   void scan(const c10::FunctionSchema& schema, const torch::jit::Stack& stack, size_t first);
+  // The same for a size-generic program (exec/generic.h) of result shape s.out_sizes: tensors
+  // are keyed by their class and their storage's size bucket, never by their sizes, and read as
+  // whole buckets. False when an argument does not fit one (the caller then scans again for an
+  // exact program, on a cleared state).
+  bool scan_generic(const c10::FunctionSchema& schema, const torch::jit::Stack& stack,
+                    size_t first);
 
  private:
+  // The CallState.params index of t's storage (added at its first use in the call).
+  int storage_param(const at::Tensor& t);
+  void generic_tensor(const at::Tensor& t, int index, ArgDesc& d);  // exec/generic.cpp
   void constant(const c10::IValue& v);
   void runtime_number(const c10::Scalar& value, ArgDesc& d);
   int scalar_param(const c10::Scalar& value, shlo::ElementType dtype);  // returns its index
   CallState& s_;
   bool with_views_;
+  bool generic_ = false;
+  bool generic_fits_ = true;
 };
 
 // Uploads runtime scalars and generator states (index -1: the device's default generator),

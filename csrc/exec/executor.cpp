@@ -16,8 +16,10 @@
 #include <unordered_map>
 
 #include "config/config.h"
+#include "device/buckets.h"
 #include "exec/call_state.h"
 #include "exec/fused_eager.h"
+#include "exec/generic.h"
 #include "exec/host_transfer.h"
 #include "exec/program.h"
 #include "exec/recipe.h"
@@ -205,8 +207,9 @@ void launch(const OpPlan& plan, const Entry& entry, CallState& state, torch::jit
   const bool functional = plan.variant == Variant::kFunctional;
   // A functional program's outputs are its returns, in order; an in-place or out= one's are
   // the writes into its mutated arguments.
-  c10::SmallVector<at::Tensor, 4> returns =
-      exec::launch(entry, state, *stack, {}, functional ? entry.outputs.size() : 0);
+  c10::SmallVector<at::Tensor, 4> returns = exec::launch(
+      entry, state, *stack, {}, functional ? entry.outputs.size() : 0, /*world=*/nullptr,
+      entry.generic ? &state.out_sizes : nullptr, entry.generic ? &state.out_strides : nullptr);
   // Replace the arguments by the returns.
   if (!functional) {
     c10::SmallVector<c10::IValue, 4> written;
@@ -317,7 +320,9 @@ std::shared_ptr<Entry> entry_from_recipe(const std::string& key, const CallState
     }
     return e->return_lists.empty() || grouped == e->outputs.size();
   };
-  return exec::load_entry(key, std::string(), *e, state.params.size(), 0, rest) ? e : nullptr;
+  if (!exec::load_entry(key, std::string(), *e, state.params.size(), 0, rest)) return nullptr;
+  e->generic = state.generic;
+  return e;
 }
 
 // The checks of a call that depend only on its signature, as TensorIterator makes them on CPU:
@@ -346,8 +351,8 @@ void check_aliasing(const OpPlan& plan, const c10::OperatorHandle& op,
 // fallback entry when the op has no meta kernel, or `resized` (out= arguments changed shape,
 // so did the signature) set.
 std::shared_ptr<Entry> infer_outputs(const OpPlan& plan, const c10::OperatorHandle& op,
-                                     torch::jit::Stack* stack, size_t first, int attempt, Entry& e,
-                                     bool* resized) {
+                                     torch::jit::Stack* stack, size_t first, const CallState& state,
+                                     int attempt, Entry& e, bool* resized) {
   std::vector<c10::IValue> called_args(stack->begin() + static_cast<std::ptrdiff_t>(first),
                                        stack->end());
   std::vector<TensorType>& out_types = e.out_types;
@@ -372,6 +377,20 @@ std::shared_ptr<Entry> infer_outputs(const OpPlan& plan, const c10::OperatorHand
         for (const auto& r : meta_returns) {
           layouts.push_back(dense_layout(r));
           any |= !layouts.back().perm.empty();
+        }
+        if (state.generic) {
+          // A size-generic program's new tensors take each call's layout (exec/generic.h),
+          // which must be the one PyTorch gives this call.
+          const at::Tensor& r = meta_returns.at(0).toTensor();
+          const c10::DimVector plain = c10::contiguous_strides(state.out_sizes);
+          const c10::IntArrayRef want =
+              state.out_strides.empty() ? c10::IntArrayRef(plain) : state.out_strides;
+          if (meta_returns.size() != 1 || !r.strides().equals(want)) {
+            auto exact = std::make_shared<Entry>();
+            exact->exact_only = true;
+            return exact;
+          }
+          any = false;
         }
         if (plan.called_name == "aten::convolution" && !layouts.empty()) {
           // Its meta kernel says contiguous; the CPU returns channels_last when the input or
@@ -456,22 +475,35 @@ std::shared_ptr<Entry> build_entry(const OpPlan& plan, const c10::OperatorHandle
   }
   auto built = std::make_shared<Entry>();
   bool resized = false;
-  if (auto fb = infer_outputs(plan, op, stack, first, attempt, *built, &resized)) return fb;
+  if (auto fb = infer_outputs(plan, op, stack, first, state, attempt, *built, &resized)) return fb;
   if (resized) return nullptr;
 
   runtime::metrics().cache_misses++;
-  // The program builder needs every argument's view: scan again, with views.
-  CallState described;
-  described.key.append(state.key.data(), sizeof(plan_ptr));
-  Scanner(described, /*with_views=*/true).scan(schema, *stack, first);
-  TORCH_INTERNAL_ASSERT(described.key == state.key, "torchtpu: unstable signature");
-  state = std::move(described);
+  if (state.generic) {
+    // Whole buckets of the result's dtype; the call's shape stays out of the program (a
+    // generic scan has its views already).
+    const int64_t bucket = device::bucket_elements(c10::multiply_integers(state.out_sizes));
+    for (TensorType& t : built->out_types) t = TensorType(t.dtype, {bucket});
+  } else {
+    // The program builder needs every argument's view: scan again, with views.
+    CallState described;
+    described.key.append(state.key.data(), sizeof(plan_ptr));
+    Scanner(described, /*with_views=*/true).scan(schema, *stack, first);
+    TORCH_INTERNAL_ASSERT(described.key == state.key, "torchtpu: unstable signature");
+    state = std::move(described);
+  }
   auto sig = std::make_shared<runtime::Signature>(
       eager_signature(plan.called_name, schema, state, *stack, first));
-  std::string signature = sig->describe();
+  const std::string signature = sig->describe();
   std::shared_ptr<Entry> declined;
   std::string text = lower_entry(plan, op, *stack, first, state, *built, signature, &declined);
   if (declined) return declined;
+  if (state.generic && built->checks) {
+    // A device-side check reads every element, a bucket's padding included: exact programs.
+    auto exact = std::make_shared<Entry>();
+    exact->exact_only = true;
+    return exact;
+  }
   std::string why = cache().signatures.explain_miss(plan.called_name, *sig);
   std::string metadata = recipe.empty() ? std::string() : recipe_of(plan, *built);
   if (plan.called_name == "torchtpu::stablehlo_call") {
@@ -482,6 +514,7 @@ std::shared_ptr<Entry> build_entry(const OpPlan& plan, const c10::OperatorHandle
     if (!recipe.empty()) runtime::store_recipe(recipe, *built->program, metadata);
   }
   built->signature = sig;
+  built->generic = state.generic;
   cache().signatures.add(plan.called_name, sig);
   if (built->program) return built;
   // Off the critical path (runtime/compile_pool.h): the op returns with pending results.
@@ -494,11 +527,49 @@ std::shared_ptr<Entry> build_entry(const OpPlan& plan, const c10::OperatorHandle
 
 }  // namespace
 
+// A size-generic program (exec/generic.h) for the call: true when it ran, or when it must run
+// on the CPU (`fallback` says why); false when the call takes the exact path.
+bool run_generic(const OpPlan& plan, const c10::OperatorHandle& op, torch::jit::Stack* stack,
+                 size_t first, std::optional<std::string>* fallback) {
+  PooledCallState pooled;
+  CallState& state = *pooled;
+  const OpPlan* plan_ptr = &plan;
+  state.key.append(reinterpret_cast<const char*>(&plan_ptr), sizeof(plan_ptr));
+  if (!scan_generic_call(plan, op, *stack, first, state)) return false;
+  bool hit = false;
+  const auto build = [&] {
+    std::shared_ptr<Entry> built = build_entry(plan, op, stack, first, state, 0);
+    if (built && !built->fallback && !built->exact_only) {
+      record_signature(op, *stack, first, state.key);
+    }
+    return built;
+  };
+  std::shared_ptr<Entry> entry = cache().programs.get_or_build(state.key, build, &hit);
+  if (entry && hit && !entry->fallback && !entry->exact_only && entry->program->failed()) {
+    cache().programs.erase(state.key, entry);
+    entry = cache().programs.get_or_build(state.key, build, &hit);
+  }
+  if (!entry || entry->exact_only) return false;
+  if (hit) runtime::metrics().cache_hits++;
+  if (entry->fallback) {
+    *fallback = entry->fallback;
+    return true;
+  }
+  launch(plan, *entry, state, stack, first);
+  return true;
+}
+
 std::optional<std::string> run_native(const OpPlan& plan, const c10::OperatorHandle& op,
                                       torch::jit::Stack* stack) {
   const auto& schema = op.schema();
   const size_t nargs = schema.arguments().size();
   const size_t first = stack->size() - nargs;
+  // Fused eager records exact-shape nodes (a size-generic entry's out_types are whole buckets,
+  // not the call's shape), so size-generic programs serve only strict eager.
+  if (generic_candidate(plan) && !fused::enabled()) {
+    std::optional<std::string> fallback;
+    if (run_generic(plan, op, stack, first, &fallback)) return fallback;
+  }
 
   if (plan.variant == Variant::kOut && *plan.lowered_op == op) {
     // Out= ops lowered as themselves (arange.out, linspace.out, eye.out) size their outputs from
@@ -555,7 +626,7 @@ std::shared_ptr<OpEntry> describe_native(const OpPlan& plan, const c10::Operator
   check_aliasing(plan, op, *stack, first);
   auto e = std::make_shared<Entry>();
   bool resized = false;
-  if (auto fb = infer_outputs(plan, op, stack, first, attempt, *e, &resized)) return fb;
+  if (auto fb = infer_outputs(plan, op, stack, first, state, attempt, *e, &resized)) return fb;
   if (resized) return nullptr;
   std::shared_ptr<Entry> declined;
   lower_entry(plan, op, *stack, first, state, *e, plan.called_name, &declined);

@@ -22,6 +22,13 @@ struct OpEntry : ProgramEntry {
   // number of the program's outputs that form its list, or -1 for a single tensor. Empty when
   // every return is a tensor, so the outputs are the returns.
   std::vector<int> return_lists;
+  // A size-generic program (exec/generic.h): its new tensors take each call's shape. Fused
+  // eager never records one (its out_types are whole buckets).
+  bool generic = false;
+  // A size-generic signature that must take the exact path instead: PyTorch lays its result out
+  // other than contiguously, or its program has device-side checks (which would read a
+  // bucket's padding).
+  bool exact_only = false;
   // The lowered op's result types and, for a functional op, its returns' layouts (empty:
   // contiguous): what fused eager (exec/fused_*.h) needs to record the call as a node of a
   // larger program. Unset in an entry loaded from a recipe.

@@ -1,6 +1,7 @@
 #include "exec/host_transfer.h"
 
 #include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
 #include <c10/util/Exception.h>
 
 #include "exec/executor.h"
@@ -85,9 +86,35 @@ device::BufferPtr upload(const void* data, const std::vector<int64_t>& dims,
   }
 }
 
-device::BufferPtr upload_lent(const at::Tensor& host, int device) {
-  TORCH_CHECK(host.device().is_cpu() && host.is_contiguous() && !host.is_conj() && !host.is_neg(),
+namespace {
+
+// `host` (contiguous) followed by zeros up to its size bucket, or `host` itself when the bucket
+// is its size. Zeros: padding is never read as data, but garbage bits could be denormals, which
+// slow down the elementwise programs that compute over whole buckets.
+at::Tensor padded_to_bucket(const at::Tensor& host) {
+  const int64_t n = host.numel();
+  const int64_t stored = lowering::numel_of(device::buffer_dims(host.sizes()));
+  if (!device::flat_buffers() || stored == n) return host;
+  at::Tensor padded = at::zeros({stored}, host.options());
+  padded.narrow(0, 0, n).copy_(host.reshape({n}));
+  return padded;
+}
+
+}  // namespace
+
+device::BufferPtr upload_dense(const at::Tensor& host, int device) {
+  TORCH_CHECK(host.device().is_cpu() && host.is_contiguous(),
+              "upload_dense: expects a contiguous CPU tensor");
+  at::Tensor stored = padded_to_bucket(host);
+  return upload(stored.data_ptr(), device::buffer_dims(host.sizes()),
+                lowering::to_element_type(host.scalar_type()), device);
+}
+
+device::BufferPtr upload_lent(const at::Tensor& lent, int device) {
+  TORCH_CHECK(lent.device().is_cpu() && lent.is_contiguous() && !lent.is_conj() && !lent.is_neg(),
               "upload_lent: expects a contiguous CPU tensor");
+  // A bucket larger than the tensor needs memory of its own (ours, so still lent).
+  const at::Tensor host = padded_to_bucket(lent);
   runtime::Runtime& rt = runtime::get();
   shlo::ElementType dtype = lowering::to_element_type(host.scalar_type());
   auto nbytes = static_cast<int64_t>(host.nbytes());
@@ -100,7 +127,7 @@ device::BufferPtr upload_lent(const at::Tensor& host, int device) {
   std::unique_ptr<pjrt::Buffer> buf;
   try {
     buf = rt.client().buffer_from_host(host.data_ptr(), pjrt_type(dtype),
-                                       device::buffer_dims(host.sizes()), rt.device(device),
+                                       device::buffer_dims(lent.sizes()), rt.device(device),
                                        semantics, &done);
   } catch (const pjrt::Error& e) {
     rethrow(e, "copying to the device");
@@ -123,6 +150,8 @@ device::BufferPtr contiguous_buffer(const at::Tensor& t) {
   std::vector<int64_t> dims;
   shlo::ElementType dtype;
   device::handle_of(t)->snapshot(&buf, &dims, &dtype);
+  // A contiguous view from the storage's start whose buffer has the tensor's own dims: its
+  // elements come first (a bucketed storage larger than the tensor pads them too).
   if (buf && dtype == lowering::to_element_type(t.scalar_type()) &&
       dims == device::buffer_dims(t.sizes()) && t.is_contiguous() && t.storage_offset() == 0) {
     return buf;
@@ -166,7 +195,16 @@ void to_cpu_into(const at::Tensor& t, const at::Tensor& out) {
     }
   }
   try {
-    buf->to_host(out.data_ptr(), out.nbytes());
+    // contiguous_buffer's dims, known without waiting for a pending buffer.
+    const int64_t stored = lowering::numel_of(device::buffer_dims(t.sizes()));
+    if (stored == t.numel()) {
+      buf->to_host(out.data_ptr(), out.nbytes());
+    } else {
+      // A size bucket (device/buckets.h): the whole buffer comes over, its padding stays here.
+      at::Tensor whole = at::empty({stored}, out.options());
+      buf->to_host(whole.data_ptr(), whole.nbytes());
+      out.view({t.numel()}).copy_(whole.narrow(0, 0, t.numel()));
+    }
   } catch (const pjrt::Error& e) {
     rethrow(e, "copying to the host");
   }

@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <unordered_map>
 
+#include "device/buckets.h"
 #include "device/current_device.h"
 #include "device/storage.h"
 #include "exec/executor.h"
@@ -154,15 +156,34 @@ class Builder {
   }
   const ArgDesc& slot(int index) const { return state_.args[static_cast<size_t>(index)]; }
 
+  // A size-generic call's positions and runtime geometry (exec/generic.h), made at first use.
+  lowering::GenericSpace& space() {
+    if (!space_) {
+      const int64_t count = device::bucket_elements(lowering::numel_of(state_.out_sizes));
+      // 32-bit positions and indices where every buffer allows (faster division on CPUs).
+      int64_t largest = count;
+      for (const Param& p : state_.params) {
+        if (p.kind == Param::Kind::kStorage)
+          largest = std::max(largest, lowering::numel_of(p.dims));
+      }
+      const ElementType index =
+          largest < (int64_t{1} << 31) ? ElementType::kS32 : ElementType::kS64;
+      space_.emplace(b(), param(state_.geometry_param), state_.generic_rank, count, index);
+    }
+    return *space_;
+  }
+
   // The program argument of CallState.params[index], added at its first use.
   Value param(int index) {
     auto& value = params_[static_cast<size_t>(index)];
     if (!value) {
       const Param& p = state_.params[static_cast<size_t>(index)];
-      value =
-          b().add_argument(p.kind == Param::Kind::kStorage     ? TensorType(p.dtype, p.dims)
-                           : p.kind == Param::Kind::kGenerator ? TensorType(ElementType::kU64, {2})
-                                                               : TensorType(p.dtype, {}));
+      value = b().add_argument(
+          p.kind == Param::Kind::kStorage     ? TensorType(p.dtype, p.dims)
+          : p.kind == Param::Kind::kGenerator ? TensorType(ElementType::kU64, {2})
+          : p.kind == Param::Kind::kInts
+              ? TensorType(ElementType::kS64, {static_cast<int64_t>(p.ints.size())})
+              : TensorType(p.dtype, {}));
       used_.push_back(index);
     }
     return *value;
@@ -194,6 +215,9 @@ class Builder {
       v = param(d.param);
     } else if (!p.buffer) {
       v = b().constant(0, TensorType(want, d.view.sizes));
+    } else if (d.generic_view >= 0) {
+      Value base = lowering::reinterpret(b(), param(d.param), want);
+      v = space().read(base, space().view_at(d.generic_view));
     } else {
       // The storage's argument before its offset's: the order of the program's arguments.
       Value base = lowering::reinterpret(b(), param(d.param), want);
@@ -364,14 +388,18 @@ class Builder {
     std::optional<Value> base;
     if (last != written_.rend()) {
       base = last->second;
-    } else if (p.buffer && (donate_ || d.offset_param >= 0 ||
+    } else if (p.buffer && (donate_ || d.offset_param >= 0 || d.generic_view >= 0 ||
                             !lowering::covers_storage(p.dims, p.dtype, d.view, v.dtype()))) {
       // A write replacing the whole storage needs its old buffer only to donate it: as an
       // unused argument it would make the program differ by whether the storage was ever
-      // written (the ranks of a collective must launch one program).
+      // written (the ranks of a collective must launch one program). A size-generic view's
+      // geometry is a runtime value, so its program keeps the old buffer.
       base = param(d.param);
     }
-    Value stored = lowering::write_storage(b(), base, p.dims, p.dtype, view_of(d), v);
+    Value stored = d.generic_view >= 0
+                       ? space().write(base ? *base : b().constant(0, TensorType(p.dtype, p.dims)),
+                                       space().view_at(d.generic_view), v)
+                       : lowering::write_storage(b(), base, p.dims, p.dtype, view_of(d), v);
     if (last != written_.rend() && static_cast<size_t>(written_.rend() - last) > added_) {
       last->second = stored;
     } else {
@@ -402,10 +430,15 @@ class Builder {
     add_output(as_stored(v), sink);
   }
 
-  // A value as a storage's buffer holds it (device::flat_buffers).
+  // A value as a storage's buffer holds it (device::flat_buffers): 1-D, and padded with zeros
+  // to its size bucket (device/buckets.h) where that is larger.
   Value as_stored(Value v) {
-    if (!device::flat_buffers() || v.shape().size() == 1) return v;
-    return b().reshape(v, {lowering::numel_of(v.shape())});
+    if (!device::flat_buffers()) return v;
+    const int64_t n = lowering::numel_of(v.shape());
+    if (v.shape().size() != 1) v = b().reshape(v, {n});
+    const int64_t stored = device::buffer_dims({n})[0];
+    if (stored == n) return v;
+    return b().pad(v, b().constant(0, TensorType(v.dtype(), {})), {0}, {stored - n}, {0});
   }
 
   // The storages written since the last call, as outputs. With `donate`, an old buffer that is an
@@ -451,6 +484,7 @@ class Builder {
   std::vector<std::pair<int, Value>> written_;  // storage param -> its new buffer, in order
   std::vector<Value> outputs_;
   std::optional<Value> rng_;
+  std::optional<lowering::GenericSpace> space_;
   int rng_uses_ = 0;
   int node_rng_ = -1;                           // the node being lowered: its Node::rng_param
   const std::vector<bool>* discard_ = nullptr;  // ProgramSpec::discard
@@ -509,7 +543,9 @@ std::string build(const ProgramSpec& spec, CallState& state, ProgramEntry& e) {
 c10::SmallVector<at::Tensor, 4> launch(const ProgramEntry& e, CallState& state,
                                        const torch::jit::Stack& stack,
                                        const std::vector<at::Tensor>& inputs, size_t num_returns,
-                                       const runtime::ReplicaWorld* world) {
+                                       const runtime::ReplicaWorld* world,
+                                       const std::vector<int64_t>* call_sizes,
+                                       const std::vector<int64_t>* call_strides) {
   const int dev = state.device >= 0 ? state.device : device::current_device();
   int launch_id = 0;
   if (e.world) {
@@ -526,6 +562,11 @@ c10::SmallVector<at::Tensor, 4> launch(const ProgramEntry& e, CallState& state,
   // Before any write lands: under TPU_LAUNCH_BLOCKING=1 a failed check raises here.
   if (e.checks) runtime::defer_checks(dev, std::move(outputs.back()), e.checks);
   const auto new_tensor = [&](const OutputSink& o, device::BufferPtr buffer) {
+    if (call_sizes != nullptr) {
+      return wrap_buffer(std::move(buffer), o.dims, *call_sizes,
+                         call_strides ? c10::IntArrayRef(*call_strides) : c10::IntArrayRef(),
+                         o.dtype, dev);
+    }
     return wrap_buffer(std::move(buffer), o.dims, o.sizes, o.strides, o.dtype, dev);
   };
   c10::SmallVector<at::Tensor, 4> returns(num_returns);

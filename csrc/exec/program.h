@@ -144,9 +144,13 @@ std::string build(const ProgramSpec& spec, CallState& state, ProgramEntry& e);
 // anything is launched, when they do not all launch it.
 // `world`, when given, is the one to meet on (the calling group's: a cached program serves every
 // group with its devices), else the program's own.
+// With `call_sizes` (a size-generic program, exec/generic.h), the new tensors take those sizes
+// and `call_strides` (empty: contiguous) instead of the ones `e` was built for.
 c10::SmallVector<at::Tensor, 4> launch(const ProgramEntry& e, CallState& state,
                                        const torch::jit::Stack& stack,
                                        const std::vector<at::Tensor>& inputs, size_t num_returns,
-                                       const runtime::ReplicaWorld* world = nullptr);
+                                       const runtime::ReplicaWorld* world = nullptr,
+                                       const std::vector<int64_t>* call_sizes = nullptr,
+                                       const std::vector<int64_t>* call_strides = nullptr);
 
 }  // namespace torchtpu::exec

@@ -30,8 +30,9 @@ SigEntry tensor_entry(const CallState& state, const ArgDesc& d, const at::Tensor
     return e;
   }
   e.kind = SigEntry::Kind::kTensor;
-  e.sizes = t.sizes().vec();
-  e.strides = t.strides().vec();
+  // A size-generic call's tensors are what its program reads: a whole bucket, or one element.
+  e.sizes = state.generic ? d.view.sizes : t.sizes().vec();
+  e.strides = state.generic ? d.view.strides : t.strides().vec();
   e.storage = storage_ordinal(state, d.param);
   e.runtime_offset = d.offset_param >= 0;
   e.storage_dims = p.dims;
@@ -109,6 +110,7 @@ runtime::Signature eager_signature(const std::string& op, const c10::FunctionSch
   sig.context.push_back("default dtype " + std::string(c10::toString(c10::typeMetaToScalarType(
                                                c10::get_default_dtype()))));
   add_numerics(sig, state);
+  if (state.generic) sig.context.push_back("size-generic");
   const auto& args = schema.arguments();
   for (size_t i = 0; i < args.size() && i < state.args.size(); ++i) {
     sig.args.push_back(entry_of(state, state.args[i], stack[first + i]));

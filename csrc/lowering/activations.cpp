@@ -301,31 +301,31 @@ std::vector<Value> lower_hardswish_backward(LoweringContext& ctx) {
   return {finish(ctx, b.select(cmp(b, x, lo, CompareDirection::kLE), cst(b, 0, x), r))};
 }
 
-TORCHTPU_LOWERING("aten::relu", lower_relu);
-TORCHTPU_LOWERING("aten::log_sigmoid_forward", lower_log_sigmoid_forward);
-TORCHTPU_LOWERING("aten::log_sigmoid_backward", lower_log_sigmoid_backward);
-TORCHTPU_LOWERING("aten::gelu", lower_gelu);
-TORCHTPU_LOWERING("aten::gelu_backward", lower_gelu_backward);
-TORCHTPU_LOWERING("aten::silu", lower_silu);
-TORCHTPU_LOWERING("aten::silu_backward", lower_silu_backward);
-TORCHTPU_LOWERING("aten::mish", lower_mish);
-TORCHTPU_LOWERING("aten::mish_backward", lower_mish_backward);
-TORCHTPU_LOWERING("aten::sigmoid_backward", lower_sigmoid_backward, kComplex);
-TORCHTPU_LOWERING("aten::tanh_backward", lower_tanh_backward, kComplex);
-TORCHTPU_LOWERING("aten::softplus", lower_softplus);
-TORCHTPU_LOWERING("aten::softplus_backward", lower_softplus_backward);
-TORCHTPU_LOWERING("aten::hardtanh", lower_hardtanh);
-TORCHTPU_LOWERING("aten::hardtanh_backward", lower_hardtanh_backward);
-TORCHTPU_LOWERING("aten::leaky_relu", lower_leaky_relu);
-TORCHTPU_LOWERING("aten::leaky_relu_backward", lower_leaky_relu_backward);
-TORCHTPU_LOWERING("aten::elu", lower_elu);
-TORCHTPU_LOWERING("aten::elu_backward", lower_elu_backward);
-TORCHTPU_LOWERING("aten::threshold", lower_threshold);
-TORCHTPU_LOWERING("aten::threshold_backward", lower_threshold_backward);
-TORCHTPU_LOWERING("aten::hardsigmoid", lower_hardsigmoid);
-TORCHTPU_LOWERING("aten::hardsigmoid_backward", lower_hardsigmoid_backward);
-TORCHTPU_LOWERING("aten::hardswish", lower_hardswish);
-TORCHTPU_LOWERING("aten::hardswish_backward", lower_hardswish_backward);
+TORCHTPU_LOWERING("aten::relu", lower_relu, kElementwise);
+TORCHTPU_LOWERING("aten::log_sigmoid_forward", lower_log_sigmoid_forward, kElementwise);
+TORCHTPU_LOWERING("aten::log_sigmoid_backward", lower_log_sigmoid_backward, kElementwise);
+TORCHTPU_LOWERING("aten::gelu", lower_gelu, kElementwise);
+TORCHTPU_LOWERING("aten::gelu_backward", lower_gelu_backward, kElementwise);
+TORCHTPU_LOWERING("aten::silu", lower_silu, kElementwise);
+TORCHTPU_LOWERING("aten::silu_backward", lower_silu_backward, kElementwise);
+TORCHTPU_LOWERING("aten::mish", lower_mish, kElementwise);
+TORCHTPU_LOWERING("aten::mish_backward", lower_mish_backward, kElementwise);
+TORCHTPU_LOWERING("aten::sigmoid_backward", lower_sigmoid_backward, kComplex | kElementwise);
+TORCHTPU_LOWERING("aten::tanh_backward", lower_tanh_backward, kComplex | kElementwise);
+TORCHTPU_LOWERING("aten::softplus", lower_softplus, kElementwise);
+TORCHTPU_LOWERING("aten::softplus_backward", lower_softplus_backward, kElementwise);
+TORCHTPU_LOWERING("aten::hardtanh", lower_hardtanh, kElementwise);
+TORCHTPU_LOWERING("aten::hardtanh_backward", lower_hardtanh_backward, kElementwise);
+TORCHTPU_LOWERING("aten::leaky_relu", lower_leaky_relu, kElementwise);
+TORCHTPU_LOWERING("aten::leaky_relu_backward", lower_leaky_relu_backward, kElementwise);
+TORCHTPU_LOWERING("aten::elu", lower_elu, kElementwise);
+TORCHTPU_LOWERING("aten::elu_backward", lower_elu_backward, kElementwise);
+TORCHTPU_LOWERING("aten::threshold", lower_threshold, kElementwise);
+TORCHTPU_LOWERING("aten::threshold_backward", lower_threshold_backward, kElementwise);
+TORCHTPU_LOWERING("aten::hardsigmoid", lower_hardsigmoid, kElementwise);
+TORCHTPU_LOWERING("aten::hardsigmoid_backward", lower_hardsigmoid_backward, kElementwise);
+TORCHTPU_LOWERING("aten::hardswish", lower_hardswish, kElementwise);
+TORCHTPU_LOWERING("aten::hardswish_backward", lower_hardswish_backward, kElementwise);
 
 }  // namespace
 }  // namespace torchtpu::lowering

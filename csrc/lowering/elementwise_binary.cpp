@@ -262,63 +262,71 @@ LoweringFn negative_int_power_checked(LoweringFn fn) {
   };
 }
 
-TORCHTPU_LOWERING("aten::add.Tensor", with_alpha("stablehlo.add", false), kComplex);
-TORCHTPU_LOWERING("aten::add.Scalar", with_alpha("stablehlo.add", false), kComplex);
+TORCHTPU_LOWERING("aten::add.Tensor", with_alpha("stablehlo.add", false), kComplex | kElementwise);
+TORCHTPU_LOWERING("aten::add.Scalar", with_alpha("stablehlo.add", false), kComplex | kElementwise);
 TORCHTPU_LOWERING(
     "aten::sub.Tensor",
     reject_bool_operands(
         "Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to "
         "invert a mask, use the `~` or `logical_not()` operator instead.",
         with_alpha("stablehlo.subtract", false)),
-    kComplex);
+    kComplex | kElementwise);
 TORCHTPU_LOWERING(
     "aten::sub.Scalar",
     reject_bool_operands(
         "Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to "
         "invert a mask, use the `~` or `logical_not()` operator instead.",
         with_alpha("stablehlo.subtract", false)),
-    kComplex);
+    kComplex | kElementwise);
 TORCHTPU_LOWERING(
     "aten::rsub.Tensor",
     reject_bool_operands(
         "Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to "
         "invert a mask, use the `~` or `logical_not()` operator instead.",
         with_alpha("stablehlo.subtract", true)),
-    kComplex);
+    kComplex | kElementwise);
 TORCHTPU_LOWERING(
     "aten::rsub.Scalar",
     reject_bool_operands(
         "Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to "
         "invert a mask, use the `~` or `logical_not()` operator instead.",
         with_alpha("stablehlo.subtract", true)),
-    kComplex);
-TORCHTPU_LOWERING("aten::mul.Tensor", binary_op("stablehlo.multiply"), kComplex);
-TORCHTPU_LOWERING("aten::mul.Scalar", binary_op("stablehlo.multiply"), kComplex);
-TORCHTPU_LOWERING("aten::div.Tensor", binary_op("stablehlo.divide"), kComplex);
-TORCHTPU_LOWERING("aten::div.Scalar", binary_op("stablehlo.divide"), kComplex);
-TORCHTPU_LOWERING("aten::true_divide.Tensor", binary_op("stablehlo.divide"));
-TORCHTPU_LOWERING("aten::true_divide.Scalar", binary_op("stablehlo.divide"));
+    kComplex | kElementwise);
+TORCHTPU_LOWERING("aten::mul.Tensor", binary_op("stablehlo.multiply"), kComplex | kElementwise);
+TORCHTPU_LOWERING("aten::mul.Scalar", binary_op("stablehlo.multiply"), kComplex | kElementwise);
+TORCHTPU_LOWERING("aten::div.Tensor", binary_op("stablehlo.divide"), kComplex | kElementwise);
+TORCHTPU_LOWERING("aten::div.Scalar", binary_op("stablehlo.divide"), kComplex | kElementwise);
+TORCHTPU_LOWERING("aten::true_divide.Tensor", binary_op("stablehlo.divide"), kElementwise);
+TORCHTPU_LOWERING("aten::true_divide.Scalar", binary_op("stablehlo.divide"), kElementwise);
 TORCHTPU_LOWERING("aten::div.Tensor_mode",
-                  reject_bool_result("div_trunc", zero_divisor_checked(lower_div_mode)), kComplex);
+                  reject_bool_result("div_trunc", zero_divisor_checked(lower_div_mode)),
+                  kComplex | kElementwise);
 TORCHTPU_LOWERING("aten::div.Scalar_mode",
-                  reject_bool_result("div_trunc", zero_divisor_checked(lower_div_mode)), kComplex);
-TORCHTPU_LOWERING("aten::floor_divide", zero_divisor_checked(binary_fn(floor_div)));
-TORCHTPU_LOWERING("aten::floor_divide.Scalar", zero_divisor_checked(binary_fn(floor_div)));
+                  reject_bool_result("div_trunc", zero_divisor_checked(lower_div_mode)),
+                  kComplex | kElementwise);
+TORCHTPU_LOWERING("aten::floor_divide", zero_divisor_checked(binary_fn(floor_div)), kElementwise);
+TORCHTPU_LOWERING("aten::floor_divide.Scalar", zero_divisor_checked(binary_fn(floor_div)),
+                  kElementwise);
 TORCHTPU_LOWERING("aten::remainder.Tensor",
                   reject_bool_result("remainder",
-                                     zero_divisor_checked(binary_fn(python_remainder))));
+                                     zero_divisor_checked(binary_fn(python_remainder))),
+                  kElementwise);
 TORCHTPU_LOWERING("aten::remainder.Scalar",
                   reject_bool_result("remainder",
-                                     zero_divisor_checked(binary_fn(python_remainder))));
+                                     zero_divisor_checked(binary_fn(python_remainder))),
+                  kElementwise);
 TORCHTPU_LOWERING("aten::remainder.Scalar_Tensor",
                   reject_bool_result("remainder",
-                                     zero_divisor_checked(binary_fn(python_remainder))));
+                                     zero_divisor_checked(binary_fn(python_remainder))),
+                  kElementwise);
 TORCHTPU_LOWERING("aten::fmod.Tensor",
                   reject_bool_result("fmod",
-                                     zero_divisor_checked(binary_op("stablehlo.remainder"))));
+                                     zero_divisor_checked(binary_op("stablehlo.remainder"))),
+                  kElementwise);
 TORCHTPU_LOWERING("aten::fmod.Scalar",
                   reject_bool_result("fmod",
-                                     zero_divisor_checked(binary_op("stablehlo.remainder"))));
+                                     zero_divisor_checked(binary_op("stablehlo.remainder"))),
+                  kElementwise);
 // CPU has no bool pow kernel: promoted bool operands are rejected, not computed.
 LoweringFn reject_bool_pow(LoweringFn fn) {
   return [fn = std::move(fn)](LoweringContext& ctx) -> std::vector<Value> {
@@ -327,16 +335,17 @@ LoweringFn reject_bool_pow(LoweringFn fn) {
   };
 }
 
-TORCHTPU_LOWERING("aten::pow.Tensor_Tensor", reject_bool_pow(binary_fn(pow_any)), kComplex);
+TORCHTPU_LOWERING("aten::pow.Tensor_Tensor", reject_bool_pow(binary_fn(pow_any)),
+                  kComplex | kElementwise);
 TORCHTPU_LOWERING("aten::pow.Tensor_Scalar",
                   reject_bool_pow(negative_int_power_checked(binary_fn(pow_tensor_scalar))),
-                  kComplex);
-TORCHTPU_LOWERING("aten::pow.Scalar", reject_bool_pow(binary_fn(pow_any)), kComplex);
-TORCHTPU_LOWERING("aten::atan2", binary_op("stablehlo.atan2"));
-TORCHTPU_LOWERING("aten::maximum", binary_fn(max_nan));
-TORCHTPU_LOWERING("aten::minimum", binary_fn(min_nan));
-TORCHTPU_LOWERING("aten::fmax", binary_fn(fmax_fn));
-TORCHTPU_LOWERING("aten::fmin", binary_fn(fmin_fn));
+                  kComplex | kElementwise);
+TORCHTPU_LOWERING("aten::pow.Scalar", reject_bool_pow(binary_fn(pow_any)), kComplex | kElementwise);
+TORCHTPU_LOWERING("aten::atan2", binary_op("stablehlo.atan2"), kElementwise);
+TORCHTPU_LOWERING("aten::maximum", binary_fn(max_nan), kElementwise);
+TORCHTPU_LOWERING("aten::minimum", binary_fn(min_nan), kElementwise);
+TORCHTPU_LOWERING("aten::fmax", binary_fn(fmax_fn), kElementwise);
+TORCHTPU_LOWERING("aten::fmin", binary_fn(fmin_fn), kElementwise);
 // The CPU has no integer hypot: refused here, so the CPU fallback raises the CPU's own error at
 // the call instead of XLA refusing the module when it compiles in the background.
 std::vector<Value> lower_hypot(LoweringContext& ctx) {
@@ -344,16 +353,16 @@ std::vector<Value> lower_hypot(LoweringContext& ctx) {
   TORCH_CHECK_NOT_IMPLEMENTED(is_fp(ct), "hypot of integral values (the CPU has none)");
   return {finish(ctx, hypot_fn(ctx.b, operand(ctx, 0, ct), operand(ctx, 1, ct)))};
 }
-TORCHTPU_LOWERING("aten::hypot", lower_hypot);
-TORCHTPU_LOWERING("aten::copysign.Tensor", binary_fn(copy_sign));
-TORCHTPU_LOWERING("aten::copysign.Scalar", binary_fn(copy_sign));
-TORCHTPU_LOWERING("aten::xlogy.Tensor", binary_fn(xlogy_fn));
-TORCHTPU_LOWERING("aten::xlogy.Scalar_Self", binary_fn(xlogy_fn));
-TORCHTPU_LOWERING("aten::xlogy.Scalar_Other", binary_fn(xlogy_fn));
-TORCHTPU_LOWERING("aten::lerp.Scalar", lower_lerp, kComplex);
-TORCHTPU_LOWERING("aten::lerp.Tensor", lower_lerp, kComplex);
-TORCHTPU_LOWERING("aten::addcmul", addc("stablehlo.multiply"), kComplex);
-TORCHTPU_LOWERING("aten::addcdiv", addc("stablehlo.divide"), kComplex);
+TORCHTPU_LOWERING("aten::hypot", lower_hypot, kElementwise);
+TORCHTPU_LOWERING("aten::copysign.Tensor", binary_fn(copy_sign), kElementwise);
+TORCHTPU_LOWERING("aten::copysign.Scalar", binary_fn(copy_sign), kElementwise);
+TORCHTPU_LOWERING("aten::xlogy.Tensor", binary_fn(xlogy_fn), kElementwise);
+TORCHTPU_LOWERING("aten::xlogy.Scalar_Self", binary_fn(xlogy_fn), kElementwise);
+TORCHTPU_LOWERING("aten::xlogy.Scalar_Other", binary_fn(xlogy_fn), kElementwise);
+TORCHTPU_LOWERING("aten::lerp.Scalar", lower_lerp, kComplex | kElementwise);
+TORCHTPU_LOWERING("aten::lerp.Tensor", lower_lerp, kComplex | kElementwise);
+TORCHTPU_LOWERING("aten::addcmul", addc("stablehlo.multiply"), kComplex | kElementwise);
+TORCHTPU_LOWERING("aten::addcdiv", addc("stablehlo.divide"), kComplex | kElementwise);
 
 }  // namespace
 }  // namespace torchtpu::lowering

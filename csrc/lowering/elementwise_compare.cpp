@@ -97,57 +97,57 @@ std::vector<Value> lower_clamp_max(LoweringContext& ctx) {
   return clamp_impl(ctx, std::nullopt, ctx.index_of("max"));
 }
 
-TORCHTPU_LOWERING("aten::eq.Tensor", comparison(CompareDirection::kEQ), kComplex);
-TORCHTPU_LOWERING("aten::eq.Scalar", comparison(CompareDirection::kEQ), kComplex);
-TORCHTPU_LOWERING("aten::ne.Tensor", comparison(CompareDirection::kNE), kComplex);
-TORCHTPU_LOWERING("aten::ne.Scalar", comparison(CompareDirection::kNE), kComplex);
-TORCHTPU_LOWERING("aten::lt.Tensor", comparison(CompareDirection::kLT));
-TORCHTPU_LOWERING("aten::lt.Scalar", comparison(CompareDirection::kLT));
-TORCHTPU_LOWERING("aten::le.Tensor", comparison(CompareDirection::kLE));
-TORCHTPU_LOWERING("aten::le.Scalar", comparison(CompareDirection::kLE));
-TORCHTPU_LOWERING("aten::gt.Tensor", comparison(CompareDirection::kGT));
-TORCHTPU_LOWERING("aten::gt.Scalar", comparison(CompareDirection::kGT));
-TORCHTPU_LOWERING("aten::ge.Tensor", comparison(CompareDirection::kGE));
-TORCHTPU_LOWERING("aten::ge.Scalar", comparison(CompareDirection::kGE));
+TORCHTPU_LOWERING("aten::eq.Tensor", comparison(CompareDirection::kEQ), kComplex | kElementwise);
+TORCHTPU_LOWERING("aten::eq.Scalar", comparison(CompareDirection::kEQ), kComplex | kElementwise);
+TORCHTPU_LOWERING("aten::ne.Tensor", comparison(CompareDirection::kNE), kComplex | kElementwise);
+TORCHTPU_LOWERING("aten::ne.Scalar", comparison(CompareDirection::kNE), kComplex | kElementwise);
+TORCHTPU_LOWERING("aten::lt.Tensor", comparison(CompareDirection::kLT), kElementwise);
+TORCHTPU_LOWERING("aten::lt.Scalar", comparison(CompareDirection::kLT), kElementwise);
+TORCHTPU_LOWERING("aten::le.Tensor", comparison(CompareDirection::kLE), kElementwise);
+TORCHTPU_LOWERING("aten::le.Scalar", comparison(CompareDirection::kLE), kElementwise);
+TORCHTPU_LOWERING("aten::gt.Tensor", comparison(CompareDirection::kGT), kElementwise);
+TORCHTPU_LOWERING("aten::gt.Scalar", comparison(CompareDirection::kGT), kElementwise);
+TORCHTPU_LOWERING("aten::ge.Tensor", comparison(CompareDirection::kGE), kElementwise);
+TORCHTPU_LOWERING("aten::ge.Scalar", comparison(CompareDirection::kGE), kElementwise);
 
-TORCHTPU_LOWERING("aten::logical_and", logical("stablehlo.and"), kComplex);
-TORCHTPU_LOWERING("aten::logical_or", logical("stablehlo.or"), kComplex);
-TORCHTPU_LOWERING("aten::logical_xor", logical("stablehlo.xor"), kComplex);
+TORCHTPU_LOWERING("aten::logical_and", logical("stablehlo.and"), kComplex | kElementwise);
+TORCHTPU_LOWERING("aten::logical_or", logical("stablehlo.or"), kComplex | kElementwise);
+TORCHTPU_LOWERING("aten::logical_xor", logical("stablehlo.xor"), kComplex | kElementwise);
 
-TORCHTPU_LOWERING("aten::bitwise_and.Tensor", bitwise("stablehlo.and"));
-TORCHTPU_LOWERING("aten::bitwise_and.Scalar", bitwise("stablehlo.and"));
-TORCHTPU_LOWERING("aten::bitwise_and.Scalar_Tensor", bitwise("stablehlo.and"));
-TORCHTPU_LOWERING("aten::bitwise_or.Tensor", bitwise("stablehlo.or"));
-TORCHTPU_LOWERING("aten::bitwise_or.Scalar", bitwise("stablehlo.or"));
-TORCHTPU_LOWERING("aten::bitwise_or.Scalar_Tensor", bitwise("stablehlo.or"));
-TORCHTPU_LOWERING("aten::bitwise_xor.Tensor", bitwise("stablehlo.xor"));
-TORCHTPU_LOWERING("aten::bitwise_xor.Scalar", bitwise("stablehlo.xor"));
-TORCHTPU_LOWERING("aten::bitwise_xor.Scalar_Tensor", bitwise("stablehlo.xor"));
+TORCHTPU_LOWERING("aten::bitwise_and.Tensor", bitwise("stablehlo.and"), kElementwise);
+TORCHTPU_LOWERING("aten::bitwise_and.Scalar", bitwise("stablehlo.and"), kElementwise);
+TORCHTPU_LOWERING("aten::bitwise_and.Scalar_Tensor", bitwise("stablehlo.and"), kElementwise);
+TORCHTPU_LOWERING("aten::bitwise_or.Tensor", bitwise("stablehlo.or"), kElementwise);
+TORCHTPU_LOWERING("aten::bitwise_or.Scalar", bitwise("stablehlo.or"), kElementwise);
+TORCHTPU_LOWERING("aten::bitwise_or.Scalar_Tensor", bitwise("stablehlo.or"), kElementwise);
+TORCHTPU_LOWERING("aten::bitwise_xor.Tensor", bitwise("stablehlo.xor"), kElementwise);
+TORCHTPU_LOWERING("aten::bitwise_xor.Scalar", bitwise("stablehlo.xor"), kElementwise);
+TORCHTPU_LOWERING("aten::bitwise_xor.Scalar_Tensor", bitwise("stablehlo.xor"), kElementwise);
 
-TORCHTPU_LOWERING("aten::bitwise_left_shift.Tensor", shift(true));
-TORCHTPU_LOWERING("aten::bitwise_left_shift.Tensor_Scalar", shift(true));
-TORCHTPU_LOWERING("aten::bitwise_left_shift.Scalar_Tensor", shift(true));
-TORCHTPU_LOWERING("aten::bitwise_right_shift.Tensor", shift(false));
-TORCHTPU_LOWERING("aten::bitwise_right_shift.Tensor_Scalar", shift(false));
-TORCHTPU_LOWERING("aten::bitwise_right_shift.Scalar_Tensor", shift(false));
-TORCHTPU_LOWERING("aten::__lshift__.Tensor", shift(true));
-TORCHTPU_LOWERING("aten::__lshift__.Scalar", shift(true));
-TORCHTPU_LOWERING("aten::__rshift__.Tensor", shift(false));
-TORCHTPU_LOWERING("aten::__rshift__.Scalar", shift(false));
+TORCHTPU_LOWERING("aten::bitwise_left_shift.Tensor", shift(true), kElementwise);
+TORCHTPU_LOWERING("aten::bitwise_left_shift.Tensor_Scalar", shift(true), kElementwise);
+TORCHTPU_LOWERING("aten::bitwise_left_shift.Scalar_Tensor", shift(true), kElementwise);
+TORCHTPU_LOWERING("aten::bitwise_right_shift.Tensor", shift(false), kElementwise);
+TORCHTPU_LOWERING("aten::bitwise_right_shift.Tensor_Scalar", shift(false), kElementwise);
+TORCHTPU_LOWERING("aten::bitwise_right_shift.Scalar_Tensor", shift(false), kElementwise);
+TORCHTPU_LOWERING("aten::__lshift__.Tensor", shift(true), kElementwise);
+TORCHTPU_LOWERING("aten::__lshift__.Scalar", shift(true), kElementwise);
+TORCHTPU_LOWERING("aten::__rshift__.Tensor", shift(false), kElementwise);
+TORCHTPU_LOWERING("aten::__rshift__.Scalar", shift(false), kElementwise);
 
-TORCHTPU_LOWERING("aten::where.self", lower_where, kComplex);
-TORCHTPU_LOWERING("aten::where.ScalarSelf", lower_where, kComplex);
-TORCHTPU_LOWERING("aten::where.ScalarOther", lower_where, kComplex);
-TORCHTPU_LOWERING("aten::where.Scalar", lower_where, kComplex);
-TORCHTPU_LOWERING("aten::masked_fill.Scalar", lower_masked_fill, kComplex);
-TORCHTPU_LOWERING("aten::masked_fill.Tensor", lower_masked_fill, kComplex);
+TORCHTPU_LOWERING("aten::where.self", lower_where, kComplex | kElementwise);
+TORCHTPU_LOWERING("aten::where.ScalarSelf", lower_where, kComplex | kElementwise);
+TORCHTPU_LOWERING("aten::where.ScalarOther", lower_where, kComplex | kElementwise);
+TORCHTPU_LOWERING("aten::where.Scalar", lower_where, kComplex | kElementwise);
+TORCHTPU_LOWERING("aten::masked_fill.Scalar", lower_masked_fill, kComplex | kElementwise);
+TORCHTPU_LOWERING("aten::masked_fill.Tensor", lower_masked_fill, kComplex | kElementwise);
 
-TORCHTPU_LOWERING("aten::clamp", lower_clamp);
-TORCHTPU_LOWERING("aten::clamp.Tensor", lower_clamp);
-TORCHTPU_LOWERING("aten::clamp_min", lower_clamp_min);
-TORCHTPU_LOWERING("aten::clamp_min.Tensor", lower_clamp_min);
-TORCHTPU_LOWERING("aten::clamp_max", lower_clamp_max);
-TORCHTPU_LOWERING("aten::clamp_max.Tensor", lower_clamp_max);
+TORCHTPU_LOWERING("aten::clamp", lower_clamp, kElementwise);
+TORCHTPU_LOWERING("aten::clamp.Tensor", lower_clamp, kElementwise);
+TORCHTPU_LOWERING("aten::clamp_min", lower_clamp_min, kElementwise);
+TORCHTPU_LOWERING("aten::clamp_min.Tensor", lower_clamp_min, kElementwise);
+TORCHTPU_LOWERING("aten::clamp_max", lower_clamp_max, kElementwise);
+TORCHTPU_LOWERING("aten::clamp_max.Tensor", lower_clamp_max, kElementwise);
 
 }  // namespace
 }  // namespace torchtpu::lowering

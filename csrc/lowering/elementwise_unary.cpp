@@ -310,69 +310,77 @@ Value log_scaled(FunctionBuilder& b, Value x, double inv_ln_base) {
                       x.dtype());
 }
 
-TORCHTPU_LOWERING("aten::abs", reject_bool_result("abs_cpu", lower_abs), kComplex);
-TORCHTPU_LOWERING("aten::neg", lower_neg, kComplex);
-TORCHTPU_LOWERING("aten::sign", lower_sign);
-TORCHTPU_LOWERING("aten::sgn", lower_sign, kComplex);
-TORCHTPU_LOWERING("aten::exp", float_op("stablehlo.exponential"), kComplex);
+TORCHTPU_LOWERING("aten::abs", reject_bool_result("abs_cpu", lower_abs), kComplex | kElementwise);
+TORCHTPU_LOWERING("aten::neg", lower_neg, kComplex | kElementwise);
+TORCHTPU_LOWERING("aten::sign", lower_sign, kElementwise);
+TORCHTPU_LOWERING("aten::sgn", lower_sign, kComplex | kElementwise);
+TORCHTPU_LOWERING("aten::exp", float_op("stablehlo.exponential"), kComplex | kElementwise);
 TORCHTPU_LOWERING("aten::exp2", float_math([](FunctionBuilder& b, Value x) {
                     return b.binary("stablehlo.power", cst(b, 2, x), x);
-                  }));
-TORCHTPU_LOWERING("aten::expm1", float_op("stablehlo.exponential_minus_one"), kComplex);
-TORCHTPU_LOWERING("aten::log", float_op("stablehlo.log"), kComplex);
+                  }),
+                  kElementwise);
+TORCHTPU_LOWERING("aten::expm1", float_op("stablehlo.exponential_minus_one"),
+                  kComplex | kElementwise);
+TORCHTPU_LOWERING("aten::log", float_op("stablehlo.log"), kComplex | kElementwise);
 TORCHTPU_LOWERING("aten::log2", float_math([](FunctionBuilder& b, Value x) {
                     return log_scaled(b, x, 1.4426950408889634);
                   }),
-                  kComplex);
+                  kComplex | kElementwise);
 TORCHTPU_LOWERING("aten::log10", float_math([](FunctionBuilder& b, Value x) {
                     return log_scaled(b, x, 0.43429448190325176);
                   }),
-                  kComplex);
-TORCHTPU_LOWERING("aten::log1p", float_op("stablehlo.log_plus_one"), kComplex);
+                  kComplex | kElementwise);
+TORCHTPU_LOWERING("aten::log1p", float_op("stablehlo.log_plus_one"), kComplex | kElementwise);
 TORCHTPU_LOWERING("aten::sqrt",
                   float_math(signed_zero_cut(unary_fn("stablehlo.sqrt"), Cut::kRealAxis)),
-                  kComplex);
+                  kComplex | kElementwise);
 TORCHTPU_LOWERING("aten::rsqrt",
                   float_math(signed_zero_cut(unary_fn("stablehlo.rsqrt"), Cut::kRealAxis)),
-                  kComplex);
+                  kComplex | kElementwise);
 TORCHTPU_LOWERING("aten::reciprocal",
                   float_math([](FunctionBuilder& b, Value x) { return b.div(cst(b, 1, x), x); }),
-                  kComplex);
-TORCHTPU_LOWERING("aten::sin", float_math(trig(Trig::kSin)), kComplex);
-TORCHTPU_LOWERING("aten::cos", float_math(trig(Trig::kCos)), kComplex);
-TORCHTPU_LOWERING("aten::tan", float_op("stablehlo.tan"), kComplex);
-TORCHTPU_LOWERING("aten::tanh", float_op("stablehlo.tanh"), kComplex);
-TORCHTPU_LOWERING("aten::sigmoid", float_op("stablehlo.logistic"), kComplex);
+                  kComplex | kElementwise);
+TORCHTPU_LOWERING("aten::sin", float_math(trig(Trig::kSin)), kComplex | kElementwise);
+TORCHTPU_LOWERING("aten::cos", float_math(trig(Trig::kCos)), kComplex | kElementwise);
+TORCHTPU_LOWERING("aten::tan", float_op("stablehlo.tan"), kComplex | kElementwise);
+TORCHTPU_LOWERING("aten::tanh", float_op("stablehlo.tanh"), kComplex | kElementwise);
+TORCHTPU_LOWERING("aten::sigmoid", float_op("stablehlo.logistic"), kComplex | kElementwise);
 TORCHTPU_LOWERING("aten::asin", float_math(signed_zero_cut(unary_fn("chlo.asin"), Cut::kRealAxis)),
-                  kComplex);
+                  kComplex | kElementwise);
 TORCHTPU_LOWERING("aten::acos", float_math(signed_zero_cut(unary_fn("chlo.acos"), Cut::kRealAxis)),
-                  kComplex);
-TORCHTPU_LOWERING("aten::atan", float_math(atan_fn), kComplex);
-TORCHTPU_LOWERING("aten::sinh", float_math(trig(Trig::kSinh)), kComplex);
-TORCHTPU_LOWERING("aten::cosh", float_math(trig(Trig::kCosh)), kComplex);
+                  kComplex | kElementwise);
+TORCHTPU_LOWERING("aten::atan", float_math(atan_fn), kComplex | kElementwise);
+TORCHTPU_LOWERING("aten::sinh", float_math(trig(Trig::kSinh)), kComplex | kElementwise);
+TORCHTPU_LOWERING("aten::cosh", float_math(trig(Trig::kCosh)), kComplex | kElementwise);
 TORCHTPU_LOWERING("aten::asinh",
-                  float_math(signed_zero_cut(unary_fn("chlo.asinh"), Cut::kImagAxis)), kComplex);
+                  float_math(signed_zero_cut(unary_fn("chlo.asinh"), Cut::kImagAxis)),
+                  kComplex | kElementwise);
 TORCHTPU_LOWERING("aten::acosh",
-                  float_math(signed_zero_cut(unary_fn("chlo.acosh"), Cut::kRealAxis)), kComplex);
-TORCHTPU_LOWERING("aten::atanh", float_math(atanh_fn), kComplex);
-TORCHTPU_LOWERING("aten::erf", float_math(erf_accurate));
-TORCHTPU_LOWERING("aten::erfc", float_op("chlo.erfc"));
-TORCHTPU_LOWERING("aten::erfinv", float_op("chlo.erf_inv"));
+                  float_math(signed_zero_cut(unary_fn("chlo.acosh"), Cut::kRealAxis)),
+                  kComplex | kElementwise);
+TORCHTPU_LOWERING("aten::atanh", float_math(atanh_fn), kComplex | kElementwise);
+TORCHTPU_LOWERING("aten::erf", float_math(erf_accurate), kElementwise);
+TORCHTPU_LOWERING("aten::erfc", float_op("chlo.erfc"), kElementwise);
+TORCHTPU_LOWERING("aten::erfinv", float_op("chlo.erf_inv"), kElementwise);
 TORCHTPU_LOWERING("aten::floor",
                   reject_bool_result("floor", integral_identity([](FunctionBuilder& b, Value x) {
                                        return b.unary("stablehlo.floor", x);
-                                     })));
+                                     })),
+                  kElementwise);
 TORCHTPU_LOWERING("aten::ceil",
                   reject_bool_result("ceil", integral_identity([](FunctionBuilder& b, Value x) {
                                        return b.unary("stablehlo.ceil", x);
-                                     })));
+                                     })),
+                  kElementwise);
 TORCHTPU_LOWERING("aten::round",
                   reject_bool_result("round", integral_identity([](FunctionBuilder& b, Value x) {
                                        return b.unary("stablehlo.round_nearest_even", x);
-                                     })));
-TORCHTPU_LOWERING("aten::trunc", reject_bool_result("trunc", integral_identity(trunc_float)));
-TORCHTPU_LOWERING("aten::fix", integral_identity(trunc_float));
-TORCHTPU_LOWERING("aten::round.decimals", lower_round_decimals);
+                                     })),
+                  kElementwise);
+TORCHTPU_LOWERING("aten::trunc", reject_bool_result("trunc", integral_identity(trunc_float)),
+                  kElementwise);
+TORCHTPU_LOWERING("aten::fix", integral_identity(trunc_float), kElementwise);
+TORCHTPU_LOWERING("aten::round.decimals", lower_round_decimals, kElementwise);
 // The CPU has no integer frac: the lowering refuses it, so the CPU fallback raises the CPU's
 // own error at the call (XLA would refuse the module only when it compiles, in the background).
 std::vector<Value> lower_frac(LoweringContext& ctx) {
@@ -381,10 +389,11 @@ std::vector<Value> lower_frac(LoweringContext& ctx) {
   Value x = input(ctx, opmath_type(ctx.out_type().dtype));
   return {finish(ctx, ctx.b.sub(x, trunc_float(ctx.b, x)))};
 }
-TORCHTPU_LOWERING("aten::frac", lower_frac);
-TORCHTPU_LOWERING("aten::logit", lower_logit);
-TORCHTPU_LOWERING("aten::nan_to_num", lower_nan_to_num, kComplex);
-TORCHTPU_LOWERING("aten::isnan", float_predicate(is_nan, false, OnComplex::kEitherPart), kComplex);
+TORCHTPU_LOWERING("aten::frac", lower_frac, kElementwise);
+TORCHTPU_LOWERING("aten::logit", lower_logit, kElementwise);
+TORCHTPU_LOWERING("aten::nan_to_num", lower_nan_to_num, kComplex | kElementwise);
+TORCHTPU_LOWERING("aten::isnan", float_predicate(is_nan, false, OnComplex::kEitherPart),
+                  kComplex | kElementwise);
 TORCHTPU_LOWERING("aten::isinf",
                   float_predicate(
                       [](FunctionBuilder& b, Value x) {
@@ -392,25 +401,27 @@ TORCHTPU_LOWERING("aten::isinf",
                                    CompareDirection::kEQ);
                       },
                       false, OnComplex::kEitherPart),
-                  kComplex);
-TORCHTPU_LOWERING("aten::isposinf", float_predicate(
-                                        [](FunctionBuilder& b, Value x) {
-                                          return cmp(b, x, cst(b, kInf, x), CompareDirection::kEQ);
-                                        },
-                                        false));
-TORCHTPU_LOWERING("aten::isneginf", float_predicate(
-                                        [](FunctionBuilder& b, Value x) {
-                                          return cmp(b, x, cst(b, -kInf, x), CompareDirection::kEQ);
-                                        },
-                                        false));
+                  kComplex | kElementwise);
+TORCHTPU_LOWERING(
+    "aten::isposinf",
+    float_predicate([](FunctionBuilder& b,
+                       Value x) { return cmp(b, x, cst(b, kInf, x), CompareDirection::kEQ); },
+                    false),
+    kElementwise);
+TORCHTPU_LOWERING(
+    "aten::isneginf",
+    float_predicate([](FunctionBuilder& b,
+                       Value x) { return cmp(b, x, cst(b, -kInf, x), CompareDirection::kEQ); },
+                    false),
+    kElementwise);
 TORCHTPU_LOWERING("aten::isfinite",
                   float_predicate([](FunctionBuilder& b, Value x) { return shlo::is_finite(b, x); },
                                   true, OnComplex::kBothParts),
-                  kComplex);
-TORCHTPU_LOWERING("aten::signbit", lower_signbit);
-TORCHTPU_LOWERING("aten::bitwise_not", lower_bitwise_not);
-TORCHTPU_LOWERING("aten::logical_not", lower_logical_not, kComplex);
-TORCHTPU_LOWERING("aten::square", lower_square);
+                  kComplex | kElementwise);
+TORCHTPU_LOWERING("aten::signbit", lower_signbit, kElementwise);
+TORCHTPU_LOWERING("aten::bitwise_not", lower_bitwise_not, kElementwise);
+TORCHTPU_LOWERING("aten::logical_not", lower_logical_not, kComplex | kElementwise);
+TORCHTPU_LOWERING("aten::square", lower_square, kElementwise);
 
 }  // namespace
 }  // namespace torchtpu::lowering

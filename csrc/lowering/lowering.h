@@ -135,6 +135,11 @@ enum OpFlag : uint32_t {
   // collectives.cpp). The engine gives the program one replica per device of the groups' world
   // (runtime/collective_world.h) before lowering, and launches it on every rank.
   kCollective = 1u << 3,
+  // The result is computed element by element from the operands broadcast to its shape (and
+  // Scalars), and the lowering reads no operand's shape beyond that: run over whole flat
+  // buffers of any length it computes the same elements. With size buckets the engine then
+  // compiles one program per bucket instead of one per shape (exec/generic.h).
+  kElementwise = 1u << 4,
 };
 
 struct OpDescriptor {
@@ -146,6 +151,7 @@ struct OpDescriptor {
   bool graph_only() const { return (flags & kGraphOnly) != 0; }
   bool overwrites_self() const { return (flags & kOverwritesSelf) != 0; }
   bool collective() const { return (flags & kCollective) != 0; }
+  bool elementwise() const { return (flags & kElementwise) != 0; }
 };
 
 // Registration happens from static initializers; the returned pointers stay valid for the life

@@ -358,10 +358,10 @@ std::vector<Value> lower_eye_out(LoweringContext& ctx) {
 
 TORCHTPU_LOWERING("aten::cat", lower_cat, kComplex);
 TORCHTPU_LOWERING("aten::stack", lower_stack, kComplex);
-TORCHTPU_LOWERING("aten::clone", lower_clone, kComplex);
-TORCHTPU_LOWERING("aten::fill.Scalar", lower_fill, kComplex);
-TORCHTPU_LOWERING("aten::fill.Tensor", lower_fill, kComplex);
-TORCHTPU_LOWERING("aten::zero", lower_zero, kComplex);
+TORCHTPU_LOWERING("aten::clone", lower_clone, kComplex | kElementwise);
+TORCHTPU_LOWERING("aten::fill.Scalar", lower_fill, kComplex | kElementwise);
+TORCHTPU_LOWERING("aten::fill.Tensor", lower_fill, kComplex | kElementwise);
+TORCHTPU_LOWERING("aten::zero", lower_zero, kComplex | kElementwise);
 TORCHTPU_LOWERING("aten::flip", lower_flip, kComplex);
 TORCHTPU_LOWERING("aten::roll", lower_roll, kComplex);
 TORCHTPU_LOWERING("aten::unfold_backward", lower_unfold_backward);

@@ -272,4 +272,44 @@ Value write_storage(FunctionBuilder& b, std::optional<Value> base, const std::ve
   return write_view(b, reinterpret(b, current, update.dtype()), view, update);
 }
 
+GenericSpace::GenericSpace(FunctionBuilder& b, Value geometry, int64_t rank, int64_t count,
+                           ElementType index_type)
+    : b_(b), geometry_(geometry), rank_(rank), count_(count), index_type_(index_type) {}
+
+Value GenericSpace::entry(int64_t i) {
+  Value v = b_.reshape(b_.slice(geometry_, {i}, {i + 1}, {1}), {});
+  return b_.broadcast_in_dim(b_.convert(v, index_type_), {count_}, {});
+}
+
+const std::vector<Value>& GenericSpace::coords() {
+  if (coords_.empty()) {
+    Value j = b_.iota(TensorType(index_type_, {count_}), 0);
+    for (int64_t d = 0; d < rank_; ++d) {
+      Value c = b_.div(j, entry(1 + d));
+      coords_.push_back(b_.binary("stablehlo.remainder", c, entry(1 + rank_ + d)));
+    }
+  }
+  return coords_;
+}
+
+Value GenericSpace::flat_indices(int64_t at) {
+  Value idx = entry(at);
+  for (int64_t d = 0; d < rank_; ++d) idx = b_.add(idx, b_.mul(coords()[d], entry(at + 1 + d)));
+  return b_.reshape(idx, {count_, 1});
+}
+
+Value GenericSpace::read(Value flat, int64_t at) {
+  return b_.gather(flat, flat_indices(at), {{}, {0}, {0}, 1}, {1},
+                   TensorType(flat.dtype(), {count_}));
+}
+
+Value GenericSpace::write(Value flat, int64_t at, Value update) {
+  // Padding positions wrap onto real elements: they scatter past the end, which XLA skips.
+  Value j = b_.reshape(b_.iota(TensorType(index_type_, {count_}), 0), {count_, 1});
+  Value n = b_.reshape(entry(0), {count_, 1});
+  Value past = b_.constant_int(flat.shape()[0], TensorType(index_type_, {count_, 1}));
+  Value idx = b_.select(b_.compare(j, n, shlo::CompareDirection::kLT), flat_indices(at), past);
+  return b_.scatter(flat, idx, update, {{}, {0}, {0}, 1}, replace_region);
+}
+
 }  // namespace torchtpu::lowering

@@ -49,4 +49,35 @@ shlo::Value write_storage(shlo::FunctionBuilder& b, std::optional<shlo::Value> b
                           const std::vector<int64_t>& dims, shlo::ElementType dtype,
                           const StridedView& view, shlo::Value update);
 
+// Views whose geometry is all runtime values, for size-generic programs (exec/generic.h). A
+// program iterates over `count` positions (a size bucket); `geometry` is a runtime s64 vector
+// [n, iter_stride_0..iter_stride_{rank-1}, size_0..size_{rank-1}, views...], where position j
+// has coordinates c_d = (j / iter_stride_d) % size_d (n = the positions that hold data, the
+// rest are padding), and a view stored at `at` holds [offset, stride_0..stride_{rank-1}]: its
+// element at position j is flat[offset + sum_d c_d * stride_d] (stride 0 along broadcast dims).
+// Padding positions wrap into real coordinates, so reads stay inside the storage.
+class GenericSpace {
+ public:
+  GenericSpace(shlo::FunctionBuilder& b, shlo::Value geometry, int64_t rank, int64_t count,
+               shlo::ElementType index_type);
+  // Where a view's [offset, strides...] start in `geometry` (the views follow the space's own
+  // 1 + 2 * rank entries).
+  int64_t view_at(int64_t view) const { return 1 + 2 * rank_ + view * (rank_ + 1); }
+  // The view's elements at every position, [count], from its 1-D storage `flat`.
+  shlo::Value read(shlo::Value flat, int64_t at);
+  // `flat` with the view's elements at the positions that hold data replaced by `update`
+  // ([count]); padding positions write nothing.
+  shlo::Value write(shlo::Value flat, int64_t at, shlo::Value update);
+
+ private:
+  shlo::Value entry(int64_t i);              // geometry[i] broadcast over the positions
+  shlo::Value flat_indices(int64_t at);      // offset + sum_d c_d * stride_d, [count]
+  const std::vector<shlo::Value>& coords();  // c_d, computed once
+  shlo::FunctionBuilder& b_;
+  shlo::Value geometry_;
+  int64_t rank_, count_;
+  shlo::ElementType index_type_;
+  std::vector<shlo::Value> coords_;
+};
+
 }  // namespace torchtpu::lowering

@@ -5,6 +5,7 @@
 
 #include "aten/boxed_kernel.h"
 #include "config/config.h"
+#include "device/buckets.h"
 #include "device/current_device.h"
 #include "device/generator.h"
 #include "device/storage.h"
@@ -273,6 +274,9 @@ PYBIND11_MODULE(_C, m) {
   m.def("_memory_allocated", &device::memory_allocated);
   m.def("_max_memory_allocated", &device::max_memory_allocated);
   m.def("_reset_peak_memory", &device::reset_peak_memory);
+  m.def("_buffer_memory_allocated", &device::buffer_memory_allocated);
+  m.def("_max_buffer_memory_allocated", &device::max_buffer_memory_allocated);
+  m.def("_size_buckets", [] { return runtime::is_initialized() && device::size_buckets(); });
   m.def("_device_memory_stats", [](int i) {
     pjrt::MemoryStats s = runtime::get().device(i).memory_stats();
     py::dict d;

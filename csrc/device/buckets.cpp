@@ -1,0 +1,49 @@
+#include "device/buckets.h"
+
+#include <stdexcept>
+#include <string>
+
+#include "config/config.h"
+#include "device/storage.h"
+
+namespace torchtpu::device {
+namespace {
+
+constexpr int64_t kFineFrom = int64_t{1} << 20;  // above: eight steps per power of two
+
+int64_t read_min() {
+  int64_t min = config::positive_int("TORCHTPU_SIZE_BUCKET_MIN", 4096, int64_t{1} << 30);
+  if ((min & (min - 1)) != 0) {
+    throw std::invalid_argument("TORCHTPU_SIZE_BUCKET_MIN='" + std::to_string(min) +
+                                "' is not valid: expected a power of two");
+  }
+  return min;
+}
+
+}  // namespace
+
+bool size_buckets() {
+  // Buffers of tiled platforms (TPU) keep their shapes: nothing to round there.
+  static const bool on = config::flag("TORCHTPU_SIZE_BUCKETS", false) && flat_buffers();
+  return on;
+}
+
+int64_t bucket_min() {
+  static const int64_t min = read_min();
+  return min;
+}
+
+int64_t bucket_elements(int64_t n) {
+  if (n <= 0 || !size_buckets()) return n;
+  int64_t b = bucket_min();
+  if (n <= b) return b;
+  while (b < n && b < kFineFrom) b *= 2;
+  if (b >= n) return b;
+  // n > 2^20: the next multiple of an eighth of n's power of two.
+  int64_t octave = kFineFrom;
+  while (octave * 2 <= n) octave *= 2;
+  const int64_t step = octave / 8;
+  return (n + step - 1) / step * step;
+}
+
+}  // namespace torchtpu::device
