@@ -21,8 +21,18 @@ a layout detail the description leaves out, such as a contiguous view over a sto
 dims), identical modules met under another signature (found in the cache, not compiled), the
 compile time percentiles and the op families that cost most.
 
+With --variants every round also runs tpu cold and warm under each named variant (issue 28), on a
+cache of its own: `buckets` (TORCHTPU_SIZE_BUCKETS=1: size buckets and size-generic elementwise
+programs), `light` (TORCHTPU_LIGHT_COMPILE=1: small eager op programs compile at a low XLA
+optimization level) and `buckets+light`; with --profile each variant's cold run is profiled too. With --pin-threads every child (CPU and tpu)
+calls torch.set_num_threads(1) with OMP_NUM_THREADS=1 before its workload.
+
+What the figures include: `workload_s` runs from after `import torch` (and torchtpu) to the last
+loss, so it includes importing Transformers (llama); `process_s` runs from the interpreter's
+first line, so it adds importing torch and torchtpu. Each row's `includes` says so.
+
     .venv/bin/python benchmarks/cold_start.py [--only llama|cnn] [--repeats N] [--profile]
-        [--sync-compile-ab]
+        [--sync-compile-ab] [--variants buckets,light,buckets+light] [--pin-threads]
 """
 
 from __future__ import annotations
@@ -46,6 +56,8 @@ start = time.perf_counter()
 import torch
 device = sys.argv[1]
 workload = sys.argv[2]
+if os.environ.get("COLD_START_PIN_THREADS") == "1":
+    torch.set_num_threads(1)
 if device == "tpu":
     import torchtpu
 torch.manual_seed(0)
@@ -110,8 +122,11 @@ print("RESULT " + json.dumps(result))
 
 def run_child(device: str, workload: str, cache_dir: str | None, **extra_env: str) -> dict:
     env = dict(os.environ)
-    for k in ("TORCHTPU_LOG_COMPILES", "TORCHTPU_DUMP_MLIR", "TPU_LAUNCH_BLOCKING"):
+    for k in ("TORCHTPU_LOG_COMPILES", "TORCHTPU_DUMP_MLIR", "TPU_LAUNCH_BLOCKING",
+              "TORCHTPU_SIZE_BUCKETS", "TORCHTPU_LIGHT_COMPILE"):
         env.pop(k, None)
+    if PIN_THREADS:
+        env.update(COLD_START_PIN_THREADS="1", OMP_NUM_THREADS="1")
     env.update(extra_env)
     if cache_dir is not None:
         env["TORCHTPU_CACHE_DIR"] = cache_dir
@@ -129,12 +144,28 @@ def run_child(device: str, workload: str, cache_dir: str | None, **extra_env: st
     return result
 
 
-def compile_profile(workload: str, cache_dir: str) -> dict:
+PIN_THREADS = False
+VARIANTS = {
+    "buckets": {"TORCHTPU_SIZE_BUCKETS": "1"},
+    "light": {"TORCHTPU_LIGHT_COMPILE": "1"},
+    "buckets+light": {"TORCHTPU_SIZE_BUCKETS": "1", "TORCHTPU_LIGHT_COMPILE": "1"},
+}
+INCLUDES = {
+    "llama": "workload_s: import transformers, build a 2-layer Llama, 3 AdamW steps (seq 16/32/64)"
+             " to the last loss; process_s adds interpreter start and import torch(+torchtpu)",
+    "cnn": "workload_s: build a 2-conv CNN, 1 SGD step to the loss; process_s adds interpreter"
+           " start and import torch(+torchtpu)",
+}
+
+
+def compile_profile(workload: str, cache_dir: str, variant: str = "") -> dict:
     """A cold run's compile log, summarized (see --profile)."""
-    r = run_child("tpu", workload, cache_dir, TORCHTPU_LOG_COMPILES="1")
-    compiled = re.compile(r"^torchtpu: compiled (.*) in ([0-9.]+) ms \((.*)\)$")
+    r = run_child("tpu", workload, cache_dir, TORCHTPU_LOG_COMPILES="1",
+                  **VARIANTS.get(variant, {}))
+    compiled = re.compile(r"^torchtpu: compiled (.*) in ([0-9.]+) ms \((.*)\)( \[light\])?$")
     loaded = re.compile(r"^torchtpu: loaded (.*) from the disk cache in ([0-9.]+) ms")
     times, sigs, by_op, shared = [], collections.Counter(), collections.defaultdict(float), 0
+    by_class = collections.defaultdict(lambda: [0, 0.0])  # eager op / graph, light / full
     for line in r["log"].splitlines():
         m = compiled.match(line)
         if m:
@@ -142,6 +173,10 @@ def compile_profile(workload: str, cache_dir: str) -> dict:
             times.append(ms)
             sigs[m.group(1)] += 1
             by_op[m.group(1).split("(")[0]] += ms
+            cls = ("eager" if m.group(1).startswith("aten::") else "graph") + (
+                "_light" if m.group(4) else "_full")
+            by_class[cls][0] += 1
+            by_class[cls][1] += ms / 1000
         elif loaded.match(line):
             shared += 1  # a module compiled earlier in this run under another signature
     times.sort()
@@ -149,7 +184,8 @@ def compile_profile(workload: str, cache_dir: str) -> dict:
     pct = lambda q: round(times[min(len(times) - 1, int(q * len(times)))], 1) if times else 0
     top = sorted(by_op.items(), key=lambda kv: -kv[1])[:12]
     return {
-        "workload": workload, "run": "tpu_cold_profile",
+        "workload": workload,
+        "run": "tpu_cold_profile" + (f"+{variant}" if variant else ""),
         "workload_s": round(r["workload_s"], 3), "compile_s": r["compile_s"],
         "compile_share": round(r["compile_s"] / r["workload_s"], 2),
         "programs_compiled": r["programs_compiled"], "compiles_logged": len(times),
@@ -157,6 +193,8 @@ def compile_profile(workload: str, cache_dir: str) -> dict:
         "compiles_differing_only_in_layout_details": sum(v - 1 for v in sigs.values()),
         "identical_modules_reused": shared,
         "compile_ms_p10_p50_p90_max": [pct(0.1), pct(0.5), pct(0.9), pct(1.0)],
+        "compiles_and_seconds_by_class": {k: [n, round(s, 2)] for k, (n, s) in
+                                          sorted(by_class.items())},
         "top_ops_compile_share": {op: round(ms / total, 3) for op, ms in top} if total else {},
         "top_ops_compiles": {op: sum(v for s, v in sigs.items() if s.split("(")[0] == op)
                              for op, _ in top},
@@ -195,11 +233,23 @@ def main() -> None:
     parser.add_argument("--sync-compile-ab", action="store_true",
                         help="each round also runs tpu cold with TORCHTPU_ASYNC_COMPILE=0 "
                              "(compiles on the op's thread, as before the compile pool)")
+    parser.add_argument("--variants", default="",
+                        help="comma-separated: each round also runs tpu cold and warm under each "
+                             f"of these ({', '.join(VARIANTS)})")
+    parser.add_argument("--pin-threads", action="store_true",
+                        help="torch.set_num_threads(1) and OMP_NUM_THREADS=1 in every child")
     args = parser.parse_args()
+    global PIN_THREADS
+    PIN_THREADS = args.pin_threads
+    variants = [v for v in args.variants.split(",") if v]
+    for v in variants:
+        if v not in VARIANTS:
+            parser.error(f"unknown variant {v!r}: expected some of {', '.join(VARIANTS)}")
     workloads = [args.only] if args.only else ["llama", "cnn"]
     for workload in workloads:
         with tempfile.TemporaryDirectory(prefix="torchtpu-cold-") as tmp:
             cpu, cold, warm, by_module, cold_sync = [], [], [], [], []
+            by_variant = {v: ([], []) for v in variants}
             for i in range(args.repeats):
                 # Each round: the CPU, then tpu cold on a cache of its own (empty), then warm.
                 cpu.append(run_child("cpu", workload, None))
@@ -212,22 +262,34 @@ def main() -> None:
                 module_dir = os.path.join(tmp, f"modules-{i}")
                 copy_without_recipes(cache_dir, module_dir)
                 by_module.append(run_child("tpu", workload, module_dir))
+                for v, (cold_v, warm_v) in by_variant.items():
+                    variant_dir = os.path.join(tmp, f"{v}-{i}")
+                    cold_v.append(run_child("tpu", workload, variant_dir, **VARIANTS[v]))
+                    warm_v.append(run_child("tpu", workload, variant_dir, **VARIANTS[v]))
             every = {"cpu": cpu, "tpu_cold": cold, "tpu_warm": warm,
                      "tpu_warm_by_module": by_module}
             if cold_sync:
                 every["tpu_cold_sync_compile"] = cold_sync
+            for v, (cold_v, warm_v) in by_variant.items():
+                every[f"tpu_cold+{v}"] = cold_v
+                every[f"tpu_warm+{v}"] = warm_v
             runs = {name: fastest(rs) for name, rs in every.items()}
         for name, r in runs.items():
-            row = {"workload": workload, "run": name}
+            row = {"workload": workload, "run": name, "pin_threads": args.pin_threads}
             if args.repeats > 1:
                 row["every_workload_s"] = [round(x["workload_s"], 2) for x in every[name]]
             row.update({k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items()
                         if k != "losses"})
+            row["losses"] = [round(x, 4) for x in r["losses"]]
+            row["includes"] = INCLUDES[workload]
             print(json.dumps(row), flush=True)
         if args.profile:
             with tempfile.TemporaryDirectory(prefix="torchtpu-cold-") as tmp:
                 print(json.dumps(compile_profile(workload, os.path.join(tmp, "cache"))),
                       flush=True)
+                for v in variants:
+                    print(json.dumps(compile_profile(workload, os.path.join(tmp, f"cache-{v}"),
+                                                     v)), flush=True)
         for name in [n for n in runs if n != "cpu"]:
             print(json.dumps({
                 "workload": workload, "run": f"{name}/cpu",

@@ -519,9 +519,17 @@ std::shared_ptr<Entry> build_entry(const OpPlan& plan, const c10::OperatorHandle
   if (built->program) return built;
   // Off the critical path (runtime/compile_pool.h): the op returns with pending results.
   const size_t num_outputs = built->outputs.size() + (built->checks ? 1 : 0);
+  // Its largest array decides its compile effort (runtime::effort_for).
+  int64_t largest = 0;
+  for (const Param& p : state.params) {
+    if (p.kind == Param::Kind::kStorage) largest = std::max(largest, lowering::numel_of(p.dims));
+  }
+  for (const TensorType& t : built->out_types)
+    largest = std::max(largest, lowering::numel_of(t.shape));
   built->program = runtime::compile_program_async(
       std::move(text), std::move(signature), std::move(why), num_outputs, recipe,
-      std::move(metadata), exec::compile_options_of(*built));
+      std::move(metadata), exec::compile_options_of(*built),
+      runtime::effort_for(runtime::ProgramClass::kEagerOp, largest));
   return built;
 }
 

@@ -42,12 +42,16 @@ void put_string(std::string* out, uint32_t field, const std::string& value) {
 }
 
 // env_option_overrides (field 7) is a map<string, xla.OptionOverrideProto>: one entry message
-// per override, key = 1, value = 2; the value is a oneof whose bool_field is 2.
+// per override, key = 1, value = 2; the value is a oneof whose bool_field is 2 and int_field 3.
 void put_overrides(std::string* out, const std::vector<OptionOverride>& overrides) {
   for (const OptionOverride& o : overrides) {
     std::string value;
-    put_tag(&value, 2, kVarint);
-    put_varint(&value, o.value ? 1 : 0);
+    if (o.is_integer) {
+      put_int64(&value, 3, o.integer_value);
+    } else {
+      put_tag(&value, 2, kVarint);
+      put_varint(&value, o.value ? 1 : 0);
+    }
     std::string entry;
     put_string(&entry, 1, o.name);
     put_message(&entry, 2, value);

@@ -286,9 +286,16 @@ ChildDeviceCount count_devices_in_child(const std::string& helper, const std::st
 // env_option_overrides, which the plugin applies over its own defaults (unlike a
 // DebugOptionsProto in the build options, which replaces every default). A plugin whose XLA has
 // no option of that name refuses the compile.
+// Most are booleans; an integer one (xla_backend_optimization_level, the LLVM optimization level
+// of XLA:CPU/GPU kernels, which light compiles lower) is made by `integer`.
 struct OptionOverride {
   std::string name;  // "xla_gpu_exclude_nondeterministic_ops"
   bool value = true;
+  bool is_integer = false;
+  int64_t integer_value = 0;
+  static OptionOverride integer(std::string name, int64_t value) {
+    return OptionOverride{std::move(name), true, true, value};
+  }
 };
 
 // Serialized xla.CompileOptionsProto: one replica, one partition, portable (so one executable

@@ -213,11 +213,32 @@ pjrt::ExecuteResult Program::execute(PJRT_Buffer* const* args, size_t num_args,
   }
 }
 
+int light_compile_level() {
+  static const int level =
+      config::flag("TORCHTPU_LIGHT_COMPILE", false)
+          ? std::stoi(config::choice("TORCHTPU_LIGHT_COMPILE_LEVEL", {"0", "1"}, "0"))
+          : -1;
+  return level;
+}
+
+Effort effort_for(ProgramClass cls, int64_t largest_elements) {
+  static const int64_t max_elements =
+      config::positive_int("TORCHTPU_LIGHT_COMPILE_MAX_ELEMENTS", 65536, int64_t{1} << 40);
+  return cls == ProgramClass::kEagerOp && light_compile_level() >= 0 &&
+                 largest_elements <= max_elements
+             ? Effort::kLight
+             : Effort::kFull;
+}
+
 std::shared_ptr<Program> compile_program(const std::string& mlir, const std::string& signature,
-                                         const std::string& why,
-                                         const std::string& compile_options) {
+                                         const std::string& why, const std::string& compile_options,
+                                         Effort effort) {
   Runtime& rt = get();
-  const std::string& options = compile_options.empty() ? rt.compile_options() : compile_options;
+  // Explicit options (a program with collectives, or one compiled deterministic) are used as
+  // given, at full effort; else the effort picks.
+  const std::string& options = !compile_options.empty()   ? compile_options
+                               : effort == Effort::kLight ? rt.light_compile_options()
+                                                          : rt.compile_options();
   trace::Scope traced(trace::Kind::kCompile, "tpu::compile", -1, 0, signature);
   // Memory miss -> identical module in memory -> disk -> compile. The key covers everything
   // that decides the executable.
@@ -302,8 +323,8 @@ std::shared_ptr<Program> compile_program(const std::string& mlir, const std::str
   metrics().programs_compiled++;
   metrics().compile_ns += ns;
   if (log_compiles()) {
-    std::fprintf(stderr, "torchtpu: compiled %s in %.1f ms (%s)\n", signature.c_str(), ns / 1e6,
-                 why.c_str());
+    std::fprintf(stderr, "torchtpu: compiled %s in %.1f ms (%s)%s\n", signature.c_str(), ns / 1e6,
+                 why.c_str(), effort == Effort::kLight ? " [light]" : "");
   }
   if (dump_mlir()) std::fprintf(stderr, "%s\n", mlir.c_str());
   if (!key.empty() && disk_cache().enabled()) store_in_disk_cache(rt, key, *exe);
@@ -342,9 +363,9 @@ void Program::fail(std::string error) {
 std::shared_ptr<Program> compile_program_async(std::string mlir, std::string signature,
                                                std::string why, size_t num_outputs,
                                                std::string recipe, std::string recipe_metadata,
-                                               std::string compile_options) {
+                                               std::string compile_options, Effort effort) {
   if (!async_compile()) {
-    std::shared_ptr<Program> program = compile_program(mlir, signature, why, compile_options);
+    std::shared_ptr<Program> program = compile_program(mlir, signature, why, compile_options, effort);
     if (!recipe.empty()) store_recipe(recipe, *program, recipe_metadata);
     return program;
   }
@@ -353,11 +374,11 @@ std::shared_ptr<Program> compile_program_async(std::string mlir, std::string sig
   const bool injected = take_injected_failure();
   submit_compile([program, mlir = std::move(mlir), why = std::move(why), recipe = std::move(recipe),
                   metadata = std::move(recipe_metadata), options = std::move(compile_options),
-                  injected] {
+                  injected, effort] {
     std::shared_ptr<Program> compiled;
     try {
       TORCH_CHECK(!injected, injected_failure(program->signature()));
-      compiled = compile_program(mlir, program->signature(), why, options);
+      compiled = compile_program(mlir, program->signature(), why, options, effort);
     } catch (const c10::Error& e) {
       program->fail(e.what_without_backtrace());
       return;
@@ -418,6 +439,9 @@ std::string recipe_key(const std::string& typed_signature) {
   put_field(fields, code_stamp());
   put_field(fields, fingerprint(rt));
   put_field(fields, rt.compile_options());
+  // Which programs compile light, and how (effort_for): a recipe names its executable.
+  put_field(fields, rt.light_compile_options() +
+                        std::to_string(effort_for(ProgramClass::kEagerOp, 0) == Effort::kLight));
   put_field(fields, typed_signature);
   return to_hex(sha256(fields));
 }

@@ -55,6 +55,20 @@ class Program : public std::enable_shared_from_this<Program> {
   mutable std::condition_variable done_;
 };
 
+// How hard XLA works on a program. Compile time is most of a cold run's time, and an eager op's
+// program over a few thousand elements runs in microseconds whatever its code quality: those
+// compile light (XLA's backend at a low LLVM optimization level, about half the compile time on
+// XLA:CPU); large and whole-graph programs, whose run time matters, compile at full effort.
+enum class Effort { kFull, kLight };
+// The rule, in one place: a single eager op's program whose largest array holds at most
+// TORCHTPU_LIGHT_COMPILE_MAX_ELEMENTS elements compiles light (TORCHTPU_LIGHT_COMPILE=1), any
+// other program (compiled graphs, large ops, custom modules) at full effort.
+enum class ProgramClass { kEagerOp, kGraph, kCustom };
+Effort effort_for(ProgramClass cls, int64_t largest_elements);
+// The xla_backend_optimization_level of light compiles (TORCHTPU_LIGHT_COMPILE_LEVEL), or -1 when
+// light compiles are off.
+int light_compile_level();
+
 // `signature` names what is compiled (op and argument structure), `why` why it missed the
 // cache; both appear in compile errors and in TORCHTPU_LOG_COMPILES=1 lines. A module identical
 // to one this process already holds (another signature that lowers alike) reuses its executable:
@@ -64,7 +78,8 @@ class Program : public std::enable_shared_from_this<Program> {
 // executable too, so the replicas of one world share one executable (collective_world.h).
 std::shared_ptr<Program> compile_program(const std::string& mlir, const std::string& signature,
                                          const std::string& why,
-                                         const std::string& compile_options = std::string());
+                                         const std::string& compile_options = std::string(),
+                                         Effort effort = Effort::kFull);
 
 // Compiles off the critical path: the same as compile_program, but on the compile pool
 // (runtime/compile_pool.h); returns at once a Program that launches wait for (aten launches
@@ -73,7 +88,8 @@ std::shared_ptr<Program> compile_program(const std::string& mlir, const std::str
 std::shared_ptr<Program> compile_program_async(std::string mlir, std::string signature,
                                                std::string why, size_t num_outputs,
                                                std::string recipe, std::string recipe_metadata,
-                                               std::string compile_options = std::string());
+                                               std::string compile_options = std::string(),
+                                               Effort effort = Effort::kFull);
 
 // Test hook: the next `n` compiles fail as if XLA had refused them.
 void fail_next_compiles(int n);

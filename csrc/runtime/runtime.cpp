@@ -14,6 +14,7 @@
 #include "pjrt/fork_state.h"
 #include "pjrt/kv_store.h"
 #include "pjrt/process_options.h"
+#include "runtime/compile.h"
 #include "runtime/fork.h"
 #include "runtime/local_view.h"
 
@@ -297,6 +298,11 @@ Runtime& get() {
         rt->platform_ = rt->client_->platform_name();
         rt->plugin_path_ = configured_path;
         rt->compile_options_ = pjrt::portable_compile_options();
+        const int level = light_compile_level();
+        rt->light_compile_options_ =
+            level < 0 ? rt->compile_options_
+                      : pjrt::portable_compile_options(
+                            {pjrt::OptionOverride::integer("xla_backend_optimization_level", level)});
         instance.store(rt.release(), std::memory_order_release);
         return *instance.load();
       } catch (const std::exception& e) {

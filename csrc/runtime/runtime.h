@@ -25,6 +25,8 @@ class Runtime {
   const std::string& platform() const { return platform_; }
   const std::string& plugin_path() const { return plugin_path_; }
   const std::string& compile_options() const { return compile_options_; }
+  // The options of a light compile (runtime/compile.h, Effort::kLight).
+  const std::string& light_compile_options() const { return light_compile_options_; }
 
  private:
   friend Runtime& get();
@@ -33,6 +35,7 @@ class Runtime {
   std::string platform_;
   std::string plugin_path_;
   std::string compile_options_;
+  std::string light_compile_options_;
   int first_local_ = 0;
   int device_count_ = 0;
 };
