@@ -365,7 +365,8 @@ std::shared_ptr<Program> compile_program_async(std::string mlir, std::string sig
                                                std::string recipe, std::string recipe_metadata,
                                                std::string compile_options, Effort effort) {
   if (!async_compile()) {
-    std::shared_ptr<Program> program = compile_program(mlir, signature, why, compile_options, effort);
+    std::shared_ptr<Program> program =
+        compile_program(mlir, signature, why, compile_options, effort);
     if (!recipe.empty()) store_recipe(recipe, *program, recipe_metadata);
     return program;
   }

@@ -301,8 +301,8 @@ Runtime& get() {
         const int level = light_compile_level();
         rt->light_compile_options_ =
             level < 0 ? rt->compile_options_
-                      : pjrt::portable_compile_options(
-                            {pjrt::OptionOverride::integer("xla_backend_optimization_level", level)});
+                      : pjrt::portable_compile_options({pjrt::OptionOverride::integer(
+                            "xla_backend_optimization_level", level)});
         instance.store(rt.release(), std::memory_order_release);
         return *instance.load();
       } catch (const std::exception& e) {

@@ -175,6 +175,10 @@ TEST(PjrtHelpers, CompileOptionOverridesWireFormat) {
   // The replicated options carry the same entry after their build options.
   const std::string rep = replicated_compile_options({3, 1}, {{name, true}});
   EXPECT_EQ(rep, replicated_compile_options({3, 1}) + expected.substr(base.size()));
+  // An integer override's value is the oneof's int_field (3).
+  const std::string level =
+      portable_compile_options({OptionOverride::integer("xla_backend_optimization_level", 2)});
+  EXPECT_EQ(level.substr(level.size() - 4), std::string("\x12\x02\x18\x02", 4));
 }
 
 TEST_F(PjrtTest, LoadingTwiceReturnsTheSamePlugin) {
@@ -369,6 +373,17 @@ TEST_F(PjrtTest, CompileOptionOverridesAreAppliedByThePlugin) {
   EXPECT_THROW(client_->compile(kAddProgram,
                                 portable_compile_options({{"xla_torchtpu_no_such_option", true}})),
                Error);
+}
+
+// Light compiles lower XLA's backend optimization level by an integer override.
+TEST_F(PjrtTest, IntegerOptionOverrideIsAppliedByThePlugin) {
+  auto executable = client_->compile(
+      kAddProgram,
+      portable_compile_options({OptionOverride::integer("xla_backend_optimization_level", 0)}));
+  auto a = f32_buffer({1, 2, 3, 4}, device(0));
+  auto b = f32_buffer({1, 1, 1, 1}, device(0));
+  ExecuteResult result = executable->execute({a->raw(), b->raw()}, &device(0));
+  EXPECT_EQ(read_f32(*result.outputs[0], 4), (std::vector<float>{2, 3, 4, 5}));
 }
 
 TEST_F(PjrtTest, CopyToDeviceMovesDataBetweenDevices) {
