@@ -244,10 +244,11 @@ def main():
                    help="leave torchtpu.compile_step out of the Llama train workloads")
     args = p.parse_args()
     load = os.getloadavg()[0]
-    try:
-        import torchax  # noqa: F401
+    # Looked up, not imported: torchax claims the PrivateUse1 device torchtpu holds here.
+    import importlib.util
+    if importlib.util.find_spec("torchax") is not None:
         torchax_note = "installed (its jax.jit row: benchmarks/compile_step.py)"
-    except ImportError:
+    else:
         torchax_note = "not installed: no jax.jit row"
     print(json.dumps({"host": os.uname().nodename, "cpus": os.cpu_count(),
                       "load_1min": load, "torch": torch.__version__, "torchax": torchax_note}),
