@@ -29,7 +29,9 @@ calls torch.set_num_threads(1) with OMP_NUM_THREADS=1 before its workload.
 
 What the figures include: `workload_s` runs from after `import torch` (and torchtpu) to the last
 loss, so it includes importing Transformers (llama); `process_s` runs from the interpreter's
-first line, so it adds importing torch and torchtpu. Each row's `includes` says so.
+first line, so it adds importing torch and torchtpu. Each row's `includes` says so. `cpu_s` is the
+process's CPU time (every thread: the compile pool's too) and `core_utilisation` that over
+`process_s` times the host's cores: how busy a cold run keeps the machine (issue 28, item 3).
 
     .venv/bin/python benchmarks/cold_start.py [--only llama|cnn] [--repeats N] [--profile]
         [--sync-compile-ab] [--variants buckets,light,buckets+light] [--pin-threads]
@@ -107,7 +109,11 @@ def cnn():
 losses = {"llama": llama, "cnn": cnn}[workload]()
 sync()
 done = time.perf_counter()
-result = {"workload_s": done - imported, "process_s": done - start, "losses": losses}
+# Issue 28 item 3: how busy the cores were. CPU time of every thread (compile pool included)
+# against what all cores could give over the process's life.
+cpu_s = time.process_time()
+result = {"workload_s": done - imported, "process_s": done - start, "losses": losses,
+          "cpu_s": cpu_s, "core_utilisation": cpu_s / ((done - start) * os.cpu_count())}
 if device == "tpu":
     m = torchtpu.metrics()
     result.update(programs_compiled=m["programs_compiled"],
