@@ -12,80 +12,42 @@ namespace torchtpu::distributed {
 namespace {
 
 // The plugin's side of the key-value callbacks, for tests: each call goes through the PJRT
-// callbacks (pjrt/kv_store.h) as a plugin would make it, onto a C10dKvStore. A callback error
-// becomes a RuntimeError carrying its code and message.
+// callbacks as a plugin would make it (pjrt::call_kv_*), onto a C10dKvStore. A callback error
+// becomes a RuntimeError carrying its code and message; try_get's NOT_FOUND is None.
 class KvCallbacksForTest {
  public:
   KvCallbacksForTest(const c10::intrusive_ptr<c10d::Store>& store, const std::string& prefix)
       : store_(store, prefix) {}
 
   pybind11::bytes get(const std::string& key, int timeout_ms) {
-    PJRT_KeyValueGetCallback_Args a{};
-    a.struct_size = PJRT_KeyValueGetCallback_Args_STRUCT_SIZE;
-    a.key = key.data();
-    a.key_size = key.size();
-    a.timeout_in_ms = timeout_ms;
-    a.callback_error = &error_fn_;
-    a.user_arg = &store_;
+    pjrt::KvCallOutcome o;
     {
       pybind11::gil_scoped_release no_gil;
-      check(pjrt::kv_get_callback(&a));
+      o = pjrt::call_kv_get(store_, key, timeout_ms);
     }
-    std::string value(a.value, a.value_size);
-    a.value_deleter_callback(a.value);
-    return pybind11::bytes(value);
+    return pybind11::bytes(value_of(o));
   }
   pybind11::object try_get(const std::string& key) {
-    PJRT_KeyValueTryGetCallback_Args a{};
-    a.struct_size = PJRT_KeyValueTryGetCallback_Args_STRUCT_SIZE;
-    a.key = key.data();
-    a.key_size = key.size();
-    a.callback_error = &error_fn_;
-    a.user_arg = &store_;
-    PJRT_Error* err = nullptr;
+    pjrt::KvCallOutcome o;
     {
       pybind11::gil_scoped_release no_gil;
-      err = pjrt::kv_try_get_callback(&a);
+      o = pjrt::call_kv_try_get(store_, key);
     }
-    if (err != nullptr && last_code() == PJRT_Error_Code_NOT_FOUND) return pybind11::none();
-    check(err);
-    std::string value(a.value, a.value_size);
-    a.value_deleter_callback(a.value);
-    return pybind11::bytes(value);
+    if (o.code == PJRT_Error_Code_NOT_FOUND) return pybind11::none();
+    return pybind11::bytes(value_of(o));
   }
   void put(const std::string& key, const std::string& value) {
-    PJRT_KeyValuePutCallback_Args a{};
-    a.struct_size = PJRT_KeyValuePutCallback_Args_STRUCT_SIZE;
-    a.key = key.data();
-    a.key_size = key.size();
-    a.value = value.data();
-    a.value_size = value.size();
-    a.callback_error = &error_fn_;
-    a.user_arg = &store_;
     pybind11::gil_scoped_release no_gil;
-    check(pjrt::kv_put_callback(&a));
+    value_of(pjrt::call_kv_put(store_, key, value));
   }
 
  private:
-  // PJRT_CallbackError: the plugin would make a PJRT_Error; the test keeps code and message
-  // (per thread: calls run concurrently) and returns a non-null marker.
-  static PJRT_Error* record(PJRT_Error_Code code, const char* message, size_t size) {
-    last_error() = {code, std::string(message, size)};
-    return reinterpret_cast<PJRT_Error*>(&last_error());
-  }
-  static std::pair<PJRT_Error_Code, std::string>& last_error() {
-    thread_local std::pair<PJRT_Error_Code, std::string> e;
-    return e;
-  }
-  static PJRT_Error_Code last_code() { return last_error().first; }
-  static void check(PJRT_Error* err) {
-    if (err == nullptr) return;
-    const auto& [code, message] = last_error();
-    TORCH_CHECK(false, "PJRT error code ", static_cast<int>(code), ": ", message);
+  static std::string value_of(const pjrt::KvCallOutcome& o) {
+    TORCH_CHECK(o.ok(), "PJRT error code ", static_cast<int>(o.code), ": ", o.message);
+    return o.value.value_or(std::string());
   }
 
   C10dKvStore store_;
-  PJRT_CallbackError error_fn_ = &record;
 };
 
 }  // namespace

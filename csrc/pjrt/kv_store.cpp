@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <exception>
+#include <type_traits>
 
 namespace torchtpu::pjrt {
 namespace {
@@ -79,6 +80,69 @@ void attach_kv_store(PJRT_Client_Create_Args& args, KvStore* store) {
   args.kv_try_get_user_arg = store;
   args.kv_put_callback = &kv_put_callback;
   args.kv_put_user_arg = store;
+}
+
+namespace {
+
+// The plugin's PJRT_CallbackError while call_kv_* runs: the code and message are kept for the
+// calling thread (calls run concurrently) and a non-null marker stands for the PJRT_Error.
+thread_local KvCallOutcome* current_outcome = nullptr;
+
+PJRT_Error* record_error(PJRT_Error_Code code, const char* message, size_t size) {
+  current_outcome->code = code;
+  current_outcome->message.assign(message, size);
+  return reinterpret_cast<PJRT_Error*>(current_outcome);
+}
+PJRT_CallbackError record_error_fn = &record_error;
+
+// Runs one callback with the outcome receiving its error; takes the value a get handed out.
+template <typename Args>
+KvCallOutcome run_callback(PJRT_Error* (*callback)(Args*), Args* args) {
+  KvCallOutcome outcome;
+  current_outcome = &outcome;
+  PJRT_Error* err = callback(args);
+  current_outcome = nullptr;
+  if (err != nullptr) return outcome;
+  if constexpr (!std::is_same_v<Args, PJRT_KeyValuePutCallback_Args>) {
+    outcome.value.emplace(args->value, args->value_size);
+    args->value_deleter_callback(args->value);
+  }
+  return outcome;
+}
+
+}  // namespace
+
+KvCallOutcome call_kv_get(KvStore& store, const std::string& key, int timeout_ms) {
+  PJRT_KeyValueGetCallback_Args a{};
+  a.struct_size = PJRT_KeyValueGetCallback_Args_STRUCT_SIZE;
+  a.key = key.data();
+  a.key_size = key.size();
+  a.timeout_in_ms = timeout_ms;
+  a.callback_error = &record_error_fn;
+  a.user_arg = &store;
+  return run_callback(&kv_get_callback, &a);
+}
+
+KvCallOutcome call_kv_try_get(KvStore& store, const std::string& key) {
+  PJRT_KeyValueTryGetCallback_Args a{};
+  a.struct_size = PJRT_KeyValueTryGetCallback_Args_STRUCT_SIZE;
+  a.key = key.data();
+  a.key_size = key.size();
+  a.callback_error = &record_error_fn;
+  a.user_arg = &store;
+  return run_callback(&kv_try_get_callback, &a);
+}
+
+KvCallOutcome call_kv_put(KvStore& store, const std::string& key, const std::string& value) {
+  PJRT_KeyValuePutCallback_Args a{};
+  a.struct_size = PJRT_KeyValuePutCallback_Args_STRUCT_SIZE;
+  a.key = key.data();
+  a.key_size = key.size();
+  a.value = value.data();
+  a.value_size = value.size();
+  a.callback_error = &record_error_fn;
+  a.user_arg = &store;
+  return run_callback(&kv_put_callback, &a);
 }
 
 }  // namespace torchtpu::pjrt

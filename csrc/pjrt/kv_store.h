@@ -34,9 +34,25 @@ struct KvTimeout : std::runtime_error {
 // exception becomes the plugin's error (its message kept), never an escaping C++ exception.
 void attach_kv_store(PJRT_Client_Create_Args& args, KvStore* store);
 
-// The callbacks themselves, as the plugin calls them (for tests that play the plugin).
+// The callbacks themselves, as the plugin calls them.
 PJRT_Error* kv_get_callback(PJRT_KeyValueGetCallback_Args* args);
 PJRT_Error* kv_try_get_callback(PJRT_KeyValueTryGetCallback_Args* args);
 PJRT_Error* kv_put_callback(PJRT_KeyValuePutCallback_Args* args);
+
+// What one call through the callbacks gave a plugin: the value (get, try_get), or the error code
+// and message the plugin's PJRT_CallbackError received.
+struct KvCallOutcome {
+  std::optional<std::string> value;
+  PJRT_Error_Code code = PJRT_Error_Code_OK;
+  std::string message;
+  bool ok() const { return code == PJRT_Error_Code_OK; }
+};
+
+// Plays the plugin's side of the callbacks onto `store`, filling the argument structs as a plugin
+// does and freeing values through their deleter (the C++ tests and the Python test binding).
+// Thread-safe: calls run concurrently, as a plugin's pool makes them.
+KvCallOutcome call_kv_get(KvStore& store, const std::string& key, int timeout_ms);
+KvCallOutcome call_kv_try_get(KvStore& store, const std::string& key);
+KvCallOutcome call_kv_put(KvStore& store, const std::string& key, const std::string& value);
 
 }  // namespace torchtpu::pjrt

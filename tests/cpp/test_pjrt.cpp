@@ -544,52 +544,23 @@ class MemoryKvStore final : public KvStore {
   std::map<std::string, std::string> values_;
 };
 
-// The plugin's PJRT_CallbackError: the test records the code (per thread) and returns a marker.
+// The plugin's side of the callbacks (pjrt::call_kv_*), with the last error code of this thread.
 thread_local PJRT_Error_Code callback_code = PJRT_Error_Code_OK;
-PJRT_Error* record_callback_error(PJRT_Error_Code code, const char*, size_t) {
-  callback_code = code;
-  return reinterpret_cast<PJRT_Error*>(&callback_code);
-}
-PJRT_CallbackError callback_error = &record_callback_error;
-
-// Calls the get callback as a plugin does; the value, or nullopt with callback_code set.
 std::optional<std::string> plugin_get(KvStore& store, const std::string& key, int timeout_ms) {
-  PJRT_KeyValueGetCallback_Args a{};
-  a.struct_size = PJRT_KeyValueGetCallback_Args_STRUCT_SIZE;
-  a.key = key.data();
-  a.key_size = key.size();
-  a.timeout_in_ms = timeout_ms;
-  a.callback_error = &callback_error;
-  a.user_arg = &store;
-  if (kv_get_callback(&a) != nullptr) return std::nullopt;
-  std::string value(a.value, a.value_size);
-  a.value_deleter_callback(a.value);
-  return value;
+  KvCallOutcome o = call_kv_get(store, key, timeout_ms);
+  callback_code = o.code;
+  return o.value;
 }
 
 std::optional<std::string> plugin_try_get(KvStore& store, const std::string& key) {
-  PJRT_KeyValueTryGetCallback_Args a{};
-  a.struct_size = PJRT_KeyValueTryGetCallback_Args_STRUCT_SIZE;
-  a.key = key.data();
-  a.key_size = key.size();
-  a.callback_error = &callback_error;
-  a.user_arg = &store;
-  if (kv_try_get_callback(&a) != nullptr) return std::nullopt;
-  std::string value(a.value, a.value_size);
-  a.value_deleter_callback(a.value);
-  return value;
+  KvCallOutcome o = call_kv_try_get(store, key);
+  callback_code = o.code;
+  return o.value;
 }
 
 void plugin_put(KvStore& store, const std::string& key, const std::string& value) {
-  PJRT_KeyValuePutCallback_Args a{};
-  a.struct_size = PJRT_KeyValuePutCallback_Args_STRUCT_SIZE;
-  a.key = key.data();
-  a.key_size = key.size();
-  a.value = value.data();
-  a.value_size = value.size();
-  a.callback_error = &callback_error;
-  a.user_arg = &store;
-  ASSERT_EQ(kv_put_callback(&a), nullptr);
+  KvCallOutcome o = call_kv_put(store, key, value);
+  ASSERT_TRUE(o.ok()) << o.message;
 }
 
 TEST(PjrtKvStore, GetBlocksUntilPutTryGetDoesNot) {
