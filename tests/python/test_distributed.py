@@ -211,6 +211,41 @@ def _rank_init_forms():
         dist.destroy_process_group()
 
 
+def _rank_ddp_compiled_autograd():
+    """A real DDP module under torch.compile, its backward under compiled autograd with
+    optimize_ddp="python_reducer" (PyTorch's way of putting DDP's gradient all-reduces into the
+    compiled backward graph instead of the C++ reducer's hooks)."""
+    import torch._dynamo
+    import torch.distributed as dist
+    from torch._dynamo.utils import counters
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    rank, world = _init()
+    dev = torch.device("tpu", torch.tpu.current_device())
+    torch._dynamo.config.optimize_ddp = "python_reducer"
+    model = DDP(_mlp().to(dev))
+    compiled = torch.compile(model, backend="tpu")
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    steps, losses = 3, []
+    for step in range(steps):
+        x, y = _global_batch(world, step)
+        x, y = x.chunk(world)[rank].to(dev), y.chunk(world)[rank].to(dev)
+        with torch._dynamo.compiled_autograd._enable(torch.compile(backend="tpu")):
+            loss = torch.nn.functional.mse_loss(compiled(x), y)
+            opt.zero_grad()
+            loss.backward()
+        opt.step()
+        loss = loss.detach().clone()
+        dist.all_reduce(loss, op=dist.ReduceOp.AVG)
+        losses.append(loss.item())
+    assert counters["compiled_autograd"]["captures"] >= 1, dict(counters["compiled_autograd"])
+    ref_losses, ref_params = _reference(world, steps)
+    torch.testing.assert_close(torch.tensor(losses), torch.tensor(ref_losses), rtol=1e-5,
+                               atol=1e-6)
+    for p, r in zip(model.module.parameters(), ref_params):
+        torch.testing.assert_close(p.detach().cpu(), r, rtol=1e-5, atol=1e-6)
+
+
 def _rank_compiled():
     import torch.distributed as dist
     import torch.distributed._functional_collectives as funcol
@@ -550,6 +585,10 @@ def test_init_process_group_forms(start_python, tmp_path):
 
 def test_functional_collectives_in_compiled_graphs(start_python, tmp_path):
     _run_ranks(start_python, "compiled", tmp_path)
+
+
+def test_ddp_module_under_torch_compile_and_compiled_autograd(start_python, tmp_path):
+    _run_ranks(start_python, "ddp_compiled_autograd", tmp_path)
 
 
 def test_2x2_device_mesh_four_processes(start_python, tmp_path):
