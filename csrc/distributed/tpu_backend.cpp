@@ -291,14 +291,18 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::allgather(std::vector<std::vector<at:
   return launch(s, c10d::OpType::ALLGATHER, std::move(result));
 }
 
+// Any output of the right size, checked before either path runs.
+void TpuBackend::check_gathered_size(const at::Tensor& output, const at::Tensor& input) const {
+  TORCH_CHECK(output.numel() == input.numel() * getSize(),
+              "all_gather_into_tensor on the tpu backend: the output has ", output.numel(),
+              " elements, expected the input's ", input.numel(), " times the group size ",
+              getSize());
+}
+
 // NCCL and the in-program path take any all_gather output of the right size (FSDP2 and DTensor
 // pass a stacked (world, *input) one); gloo wants (world * input.size(0), *input.sizes()[1:]), so
 // it gets that view of the same host memory.
 at::Tensor TpuBackend::gloo_gather_view(const at::Tensor& host_out, const at::Tensor& input) const {
-  TORCH_CHECK(host_out.numel() == input.numel() * getSize(),
-              "all_gather_into_tensor on the tpu backend: the output has ", host_out.numel(),
-              " elements, expected the input's ", input.numel(), " times the group size ",
-              getSize());
   std::vector<int64_t> gathered = input.sizes().vec();
   if (gathered.empty()) gathered.push_back(1);
   gathered[0] *= getSize();
@@ -311,10 +315,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::_allgather_base(at::Tensor& output, a
   if (on_host("all_gather_into_tensor", {&in, &out})) {
     return track(host_->_allgather_base(output, input, opts));
   }
-  TORCH_CHECK(output.numel() == input.numel() * getSize(),
-              "all_gather_into_tensor on the tpu backend: the output has ", output.numel(),
-              " elements, expected the input's ", input.numel(), " times the group size ",
-              getSize());
+  check_gathered_size(output, input);
   if (in_program(in, c10d::OpType::_ALLGATHER_BASE)) return track(xla_->allgather_into(out, in));
   Staging s(host_pool_, stats_);
   at::Tensor host_in = s.input(input);
@@ -348,12 +349,13 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::allgather_into_tensor_coalesced(
   if (on_host("allgather_into_tensor_coalesced", {&inputs, &outputs})) {
     return track(host_->allgather_into_tensor_coalesced(outputs, inputs, opts));
   }
-  if (in_program(inputs, c10d::OpType::COALESCED)) {
-    return track(xla_->allgather_into(outputs, inputs));
-  }
   TORCH_CHECK(outputs.size() == inputs.size(),
               "allgather_into_tensor_coalesced on the tpu backend: ", outputs.size(),
               " outputs for ", inputs.size(), " inputs");
+  for (size_t i = 0; i < inputs.size(); ++i) check_gathered_size(outputs[i], inputs[i]);
+  if (in_program(inputs, c10d::OpType::COALESCED)) {
+    return track(xla_->allgather_into(outputs, inputs));
+  }
   Staging s(host_pool_, stats_);
   auto host_in = s.inputs(inputs);
   auto host_out = s.outputs(outputs);

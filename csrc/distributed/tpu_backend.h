@@ -108,6 +108,8 @@ class TpuBackend final : public c10d::Backend {
 
  private:
   class Staging;
+  // all_gather_into_tensor's output holds world_size inputs, or a clear error.
+  void check_gathered_size(const at::Tensor& output, const at::Tensor& input) const;
   // The view of a gathered host output that gloo's all_gather accepts (any output of the size).
   at::Tensor gloo_gather_view(const at::Tensor& host_out, const at::Tensor& input) const;
   c10::intrusive_ptr<c10d::Work> launch(Staging& staging, c10d::OpType type,
