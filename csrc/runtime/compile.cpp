@@ -221,11 +221,15 @@ int light_compile_level() {
   return level;
 }
 
-Effort effort_for(ProgramClass cls, int64_t largest_elements) {
+int64_t light_compile_max_elements() {
   static const int64_t max_elements =
       config::positive_int("TORCHTPU_LIGHT_COMPILE_MAX_ELEMENTS", 65536, int64_t{1} << 40);
+  return max_elements;
+}
+
+Effort effort_for(ProgramClass cls, int64_t largest_elements) {
   return cls == ProgramClass::kEagerOp && light_compile_level() >= 0 &&
-                 largest_elements <= max_elements
+                 largest_elements <= light_compile_max_elements()
              ? Effort::kLight
              : Effort::kFull;
 }
@@ -440,9 +444,12 @@ std::string recipe_key(const std::string& typed_signature) {
   put_field(fields, code_stamp());
   put_field(fields, fingerprint(rt));
   put_field(fields, rt.compile_options());
-  // Which programs compile light, and how (effort_for): a recipe names its executable.
-  put_field(fields, rt.light_compile_options() +
-                        std::to_string(effort_for(ProgramClass::kEagerOp, 0) == Effort::kLight));
+  // Which programs compile light, and how (every input of effort_for): a recipe names its
+  // executable, so a restart with another threshold must not replay a light one for an op that
+  // now compiles at full effort, or the other way round.
+  const bool light = light_compile_level() >= 0;
+  put_field(fields, rt.light_compile_options() + std::to_string(light) +
+                        (light ? "|" + std::to_string(light_compile_max_elements()) : ""));
   put_field(fields, typed_signature);
   return to_hex(sha256(fields));
 }

@@ -68,6 +68,8 @@ Effort effort_for(ProgramClass cls, int64_t largest_elements);
 // The xla_backend_optimization_level of light compiles (TORCHTPU_LIGHT_COMPILE_LEVEL), or -1 when
 // light compiles are off.
 int light_compile_level();
+// The largest array of an eager op that compiles light (TORCHTPU_LIGHT_COMPILE_MAX_ELEMENTS).
+int64_t light_compile_max_elements();
 
 // `signature` names what is compiled (op and argument structure), `why` why it missed the
 // cache; both appear in compile errors and in TORCHTPU_LOG_COMPILES=1 lines. A module identical

@@ -79,3 +79,22 @@ def test_bad_light_compile_level_is_a_clear_error(run_python):
                    check=False, TORCHTPU_LIGHT_COMPILE="1", TORCHTPU_LIGHT_COMPILE_LEVEL="7")
     assert r.returncode != 0
     assert "TORCHTPU_LIGHT_COMPILE_LEVEL" in r.stderr
+
+
+def test_recipes_follow_the_light_compile_threshold(run_python, tmp_path):
+    # Every eager op compiles light under a high threshold and its recipes go to the disk cache.
+    # A restart with the default threshold must compile the large ops again at full effort, not
+    # replay the recipes that name their light executables.
+    cache = dict(TORCHTPU_CACHE="1", TORCHTPU_CACHE_DIR=str(tmp_path), TORCHTPU_LOG_COMPILES="1",
+                 TORCHTPU_LIGHT_COMPILE="1")
+    first = run_python(CODE, timeout=600, TORCHTPU_LIGHT_COMPILE_MAX_ELEMENTS="1000000", **cache)
+    eager = [(n, light) for n, light in compiles(first.stderr) if n.startswith("aten::")]
+    assert eager and all(light for _, light in eager), eager
+    second = run_python(CODE, timeout=600, **cache)
+    line = [x for x in second.stdout.splitlines() if x.startswith("RESULT ")][-1]
+    assert json.loads(line[len("RESULT "):])["failures"] == []
+    logged = compiles(second.stderr)
+    assert any(n.startswith("aten::tanh") and not light for n, light in logged), logged
+    # Same threshold again: everything replays from the disk cache, nothing eager compiles.
+    third = run_python(CODE, timeout=600, **cache)
+    assert not [n for n, _ in compiles(third.stderr) if n.startswith("aten::")], third.stderr[-2000:]
