@@ -8,6 +8,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "config/config.h"
 #include "device/buckets.h"
 #include "lowering/lowering.h"
 
@@ -98,6 +99,23 @@ std::vector<int64_t> iteration_strides(c10::IntArrayRef sizes, c10::IntArrayRef 
   return out;
 }
 
+// The small-call fast path: below these result sizes a call runs its exact program, whose static
+// shape costs nothing at run time, instead of the size-generic one, which computes over its whole
+// bucket (at least TORCHTPU_SIZE_BUCKET_MIN elements, for a one-element result too) and gathers
+// or scatters views through index arithmetic on every element. A workload meets few distinct
+// small shapes, so the extra programs are few; its large ones are where sizes vary.
+int64_t generic_min_elements() {
+  static const int64_t n =
+      config::positive_int("TORCHTPU_SIZE_GENERIC_MIN_ELEMENTS", 64, int64_t{1} << 40);
+  return n;
+}
+
+int64_t generic_view_min_elements() {
+  static const int64_t n =
+      config::positive_int("TORCHTPU_SIZE_GENERIC_VIEW_MIN_ELEMENTS", 1, int64_t{1} << 40);
+  return n;
+}
+
 }  // namespace
 
 bool generic_candidate(const OpPlan& plan) {
@@ -136,7 +154,7 @@ bool scan_generic_call(const OpPlan& plan, const c10::OperatorHandle& op,
     }
   }
   const int64_t n = c10::multiply_integers(shape);
-  if (!any || n == 0) return false;
+  if (!any || n == 0 || n < generic_min_elements()) return false;
   state.out_sizes.assign(shape.begin(), shape.end());
   // The order positions are computed in: the result's memory order (a functional op), or the
   // written tensor's (in place; a view that does not cover its storage is scattered into it
@@ -208,6 +226,7 @@ bool scan_generic_call(const OpPlan& plan, const c10::OperatorHandle& op,
   }
   bool any_view = false;
   for (const ArgDesc& d : state.args) any_view = any_view || d.generic_view >= 0;
+  if (any_view && n < generic_view_min_elements()) return false;
   if (!any_view) {
     // Every tensor is a whole bucket in the positions' order, or one element: the program
     // needs no geometry, and is the same for every rank.

@@ -33,10 +33,13 @@ def compiled():
 SIZES = "(1, 5, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100)"
 
 
-def run(run_python, body: str) -> dict:
+def run(run_python, body: str, **env) -> dict:
     code = PRELUDE + body + "\nprint('RESULT ' + json.dumps({'failures': failures, **extra}))\n"
+    # Every size runs size-generic programs unless a test says otherwise (the small-call fast
+    # path would otherwise give results under 64 elements exact programs).
+    env = {"TORCHTPU_SIZE_GENERIC_MIN_ELEMENTS": "1", **env}
     r = run_python(code, timeout=600, TORCHTPU_SIZE_BUCKETS="1", TORCHTPU_SIZE_BUCKET_MIN="16",
-                   TORCHTPU_CACHE="0")
+                   TORCHTPU_CACHE="0", **env)
     line = [x for x in r.stdout.splitlines() if x.startswith("RESULT ")][-1]
     result = json.loads(line[len("RESULT "):])
     assert result["failures"] == [], "\n".join(result["failures"])
@@ -213,3 +216,45 @@ for i, (g, w) in enumerate(zip(got, want)):
 extra["compiles"] = compiled() - before
 """)
     assert result["compiles"] == 0
+
+
+def test_small_calls_run_exact_programs_below_the_thresholds(run_python):
+    """The small-call fast path: elementwise results under TORCHTPU_SIZE_GENERIC_MIN_ELEMENTS
+    (default 64) run exact programs (one per shape: a one-element add does not compute a whole
+    bucket), larger ones share their bucket's generic program; results over strided views under
+    TORCHTPU_SIZE_GENERIC_VIEW_MIN_ELEMENTS run exact ones too. Values match the CPU on both
+    sides of each threshold."""
+    body = f"""
+extra = {{}}
+for n in {SIZES} + (127, 128, 129, 200):
+    a, b = torch.randn(n), torch.randn(n)
+    ta, tb = a.to("tpu"), b.to("tpu")
+    same(f"add[{{n}}]", ta + tb * 2, a + b * 2, exact=False)
+    m, v = torch.randn(n, 6), torch.randn(n, 3)
+    tm, tv = m.to("tpu"), v.to("tpu")
+    same(f"view_add[{{n}}]", tm[:, 1:4] + tv, m[:, 1:4] + v, exact=False)
+    m[:, ::2].mul_(v); tm[:, ::2].mul_(tv)
+    same(f"view_mul_[{{n}}]", tm, m, exact=False)
+def compiles_for(sizes, f):
+    before = compiled()
+    for n in sizes:
+        x = torch.randn(n).to("tpu")
+        f(x).cpu()
+    return compiled() - before
+# Under 64: one program per size. Above, within a bucket (129..256 with the smallest at 16):
+# the first compiles, the rest share it.
+extra["small"] = compiles_for((40, 41, 42), lambda x: x.cos() * 3)
+extra["large"] = compiles_for((140, 150, 160), lambda x: x.cos() * 3)
+extra["small_views"] = compiles_for((200, 202, 204), lambda x: x[::2].cos() * 3)
+"""
+    default = run(run_python, body, TORCHTPU_SIZE_GENERIC_MIN_ELEMENTS="64")
+    # cos and the scalar mul: two programs per small size. Above: one cos program for the whole
+    # bucket (the loop already compiled its mul).
+    assert default["small"] == 6 and default["large"] == 1, default
+    # cos of 100..102 strided elements of storages of one bucket: one generic program (the mul
+    # of its contiguous result was compiled by the loop).
+    assert default["small_views"] == 1, default
+    views = run(run_python, body, TORCHTPU_SIZE_GENERIC_MIN_ELEMENTS="64",
+                TORCHTPU_SIZE_GENERIC_VIEW_MIN_ELEMENTS="1000")
+    # Strided results under 1000 elements: an exact cos per size; the mul stays generic.
+    assert views["large"] == 1 and views["small_views"] == 3, views
