@@ -12,10 +12,12 @@ import time
 
 import pytest
 
-# Launches a matmul sized to take several seconds here (from a timed small one: one execution
-# runs asynchronously, while a chain of small dependent ones would block at launch), records an
-# event after it, then blocks in WAIT. The event's query() afterwards tells whether the
-# interrupt came while the work was still running. Then the same process computes again.
+# Launches a chain of matmuls, each sized to take about two seconds here (from a timed small
+# one), so the work takes `chain` times that; records an event after it, then blocks in WAIT.
+# Big launches queue asynchronously (a chain of small dependent ones would block at launch).
+# The event's query() afterwards tells whether the interrupt came while the work was still
+# running. Then the same process computes again. x = a @ x keeps x's scale (a's entries have
+# variance 1/n), so the values stay finite however long the chain.
 CHILD = """
 import sys, time, torch, torchtpu
 m = torch.randn(1024, 1024, device="tpu")
@@ -24,13 +26,15 @@ def timed():
     t0 = time.perf_counter()
     (m @ m).cpu()
     return time.perf_counter() - t0
-# The fastest of several: one timing taken during a load spike would size the work too small
-# to still be running when the signal comes.
+# The fastest of several: a timing taken during a load spike sizes the work too small.
 per_flop = min(timed() for _ in range(5)) / 1024**3
-n = min(8192, int((8.0 / per_flop) ** (1 / 3)))
+n = min(8192, int(({seconds} / per_flop) ** (1 / 3)))
 a = torch.randn(n, n, device="tpu") / n**0.5
 a.cpu()
-a = a @ a
+x = a
+for _ in range({chain}):
+    x = a @ x
+a = x
 done = torch.tpu.Event()
 done.record()
 print("waiting", flush=True)
@@ -44,8 +48,11 @@ print("after:", b.cpu().tolist(), flush=True)
 """
 
 
-def interrupt_child(wait: str) -> list[str]:
-    code = textwrap.dedent(CHILD).format(wait=wait)
+def child_code(wait: str, chain: int = 4, seconds: float = 2.0) -> str:
+    return textwrap.dedent(CHILD).format(wait=wait, chain=chain, seconds=seconds)
+
+
+def run_interrupted(code: str) -> list[str]:
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
@@ -64,6 +71,16 @@ def interrupt_child(wait: str) -> list[str]:
     return out.splitlines()
 
 
+def interrupt_child(wait: str) -> list[str]:
+    lines = run_interrupted(child_code(wait))
+    if lines and lines[0] in ("not interrupted", "interrupted, work finished: True"):
+        # The work ended before the signal came, so this run showed nothing either way: its
+        # size came from a timing that a load spike slowed down (CI once saw that for every
+        # case). Again with four times the work.
+        lines = run_interrupted(child_code(wait, chain=16))
+    return lines
+
+
 @pytest.mark.parametrize("wait", ["a.cpu()", "a.sum().item()", "torch.tpu.synchronize()",
                                   "done.synchronize()"])
 def test_ctrl_c_interrupts_a_blocking_wait(wait):
@@ -73,7 +90,7 @@ def test_ctrl_c_interrupts_a_blocking_wait(wait):
 
 
 def test_without_a_signal_the_wait_completes():
-    code = textwrap.dedent(CHILD).format(wait="a.cpu()").replace("8.0 / per_flop", "0.01 / per_flop")
+    code = child_code("a.cpu()", chain=1, seconds=0.01)
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines()[1:] == ["not interrupted", "after: [0.0, 2.0, 4.0]"]
@@ -81,7 +98,7 @@ def test_without_a_signal_the_wait_completes():
 
 def test_a_signal_handler_that_does_not_raise_lets_the_wait_finish():
     # Python runs the handler during the wait (as it would between bytecodes) and goes on.
-    code = textwrap.dedent(CHILD).format(wait="v = a.cpu(); print('finite:', bool(v.isfinite().all()))")
+    code = child_code("v = a.cpu(); print('finite:', bool(v.isfinite().all()))")
     code = code.replace("import sys, time, torch, torchtpu", "import signal, sys, time, torch, torchtpu\n"
                         "hits = []\nsignal.signal(signal.SIGINT, lambda *a: hits.append(1))")
     code += "print('handled:', len(hits), flush=True)\n"
