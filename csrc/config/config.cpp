@@ -32,7 +32,7 @@ const std::vector<Variable>& variables() {
       {"TORCHTPU_SIZE_BUCKET_MIN", "4096", "elements of the smallest size bucket (a power of 2)"},
       {"TORCHTPU_SIZE_GENERIC_MIN_ELEMENTS", "64",
        "with size buckets: smaller elementwise results run exact programs"},
-      {"TORCHTPU_SIZE_GENERIC_VIEW_MIN_ELEMENTS", "1",
+      {"TORCHTPU_SIZE_GENERIC_VIEW_MIN_ELEMENTS", "1024",
        "with size buckets: smaller elementwise results over strided views run exact programs"},
       {"TORCHTPU_LIGHT_COMPILE", "0",
        "1: small eager op programs compile at a low XLA backend optimization level"},

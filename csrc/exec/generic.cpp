@@ -112,7 +112,7 @@ int64_t generic_min_elements() {
 
 int64_t generic_view_min_elements() {
   static const int64_t n =
-      config::positive_int("TORCHTPU_SIZE_GENERIC_VIEW_MIN_ELEMENTS", 1, int64_t{1} << 40);
+      config::positive_int("TORCHTPU_SIZE_GENERIC_VIEW_MIN_ELEMENTS", 1024, int64_t{1} << 40);
   return n;
 }
 

@@ -36,8 +36,12 @@ SIZES = "(1, 5, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100)"
 def run(run_python, body: str, **env) -> dict:
     code = PRELUDE + body + "\nprint('RESULT ' + json.dumps({'failures': failures, **extra}))\n"
     # Every size runs size-generic programs unless a test says otherwise (the small-call fast
-    # path would otherwise give results under 64 elements exact programs).
-    env = {"TORCHTPU_SIZE_GENERIC_MIN_ELEMENTS": "1", **env}
+    # path would otherwise give results under 64 elements, and strided ones under 1024, exact
+    # programs).
+    # A None value leaves the variable unset (its default).
+    env = {"TORCHTPU_SIZE_GENERIC_MIN_ELEMENTS": "1", "TORCHTPU_SIZE_GENERIC_VIEW_MIN_ELEMENTS": "1",
+           **env}
+    env = {k: v for k, v in env.items() if v is not None}
     r = run_python(code, timeout=600, TORCHTPU_SIZE_BUCKETS="1", TORCHTPU_SIZE_BUCKET_MIN="16",
                    TORCHTPU_CACHE="0", **env)
     line = [x for x in r.stdout.splitlines() if x.startswith("RESULT ")][-1]
@@ -222,7 +226,7 @@ def test_small_calls_run_exact_programs_below_the_thresholds(run_python):
     """The small-call fast path: elementwise results under TORCHTPU_SIZE_GENERIC_MIN_ELEMENTS
     (default 64) run exact programs (one per shape: a one-element add does not compute a whole
     bucket), larger ones share their bucket's generic program; results over strided views under
-    TORCHTPU_SIZE_GENERIC_VIEW_MIN_ELEMENTS run exact ones too. Values match the CPU on both
+    TORCHTPU_SIZE_GENERIC_VIEW_MIN_ELEMENTS (default 1024) run exact ones too. Values match the CPU on both
     sides of each threshold."""
     body = f"""
 extra = {{}}
@@ -247,14 +251,16 @@ extra["small"] = compiles_for((40, 41, 42), lambda x: x.cos() * 3)
 extra["large"] = compiles_for((140, 150, 160), lambda x: x.cos() * 3)
 extra["small_views"] = compiles_for((200, 202, 204), lambda x: x[::2].cos() * 3)
 """
-    default = run(run_python, body, TORCHTPU_SIZE_GENERIC_MIN_ELEMENTS="64")
+    default = run(run_python, body, TORCHTPU_SIZE_GENERIC_MIN_ELEMENTS="64",
+                  TORCHTPU_SIZE_GENERIC_VIEW_MIN_ELEMENTS="1")
     # cos and the scalar mul: two programs per small size. Above: one cos program for the whole
     # bucket (the loop already compiled its mul).
     assert default["small"] == 6 and default["large"] == 1, default
     # cos of 100..102 strided elements of storages of one bucket: one generic program (the mul
     # of its contiguous result was compiled by the loop).
     assert default["small_views"] == 1, default
-    views = run(run_python, body, TORCHTPU_SIZE_GENERIC_MIN_ELEMENTS="64",
-                TORCHTPU_SIZE_GENERIC_VIEW_MIN_ELEMENTS="1000")
-    # Strided results under 1000 elements: an exact cos per size; the mul stays generic.
+    # The defaults (64, 1024): strided results under 1024 elements run an exact cos per size;
+    # the mul of their contiguous results stays generic.
+    views = run(run_python, body, TORCHTPU_SIZE_GENERIC_MIN_ELEMENTS=None,
+                TORCHTPU_SIZE_GENERIC_VIEW_MIN_ELEMENTS=None)
     assert views["large"] == 1 and views["small_views"] == 3, views
