@@ -19,7 +19,11 @@ import pytest
 # running. Then the same process computes again. x = a @ x keeps x's scale (a's entries have
 # variance 1/n), so the values stay finite however long the chain.
 CHILD = """
-import sys, time, torch, torchtpu
+import signal, sys, time, torch, torchtpu
+# Python's own Ctrl-C handler, as an interactive interpreter has it: a process started from a
+# background job of a shell without job control (a CI runner's `cmd &`) inherits SIGINT ignored,
+# and Python then leaves it ignored.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 m = torch.randn(1024, 1024, device="tpu")
 (m @ m).cpu()  # compiled and warm
 def timed():
@@ -74,9 +78,8 @@ def run_interrupted(code: str) -> list[str]:
 def interrupt_child(wait: str) -> list[str]:
     lines = run_interrupted(child_code(wait))
     if lines and lines[0] in ("not interrupted", "interrupted, work finished: True"):
-        # The work ended before the signal came, so this run showed nothing either way: its
-        # size came from a timing that a load spike slowed down (CI once saw that for every
-        # case). Again with four times the work.
+        # The work ended before the signal came, so this run showed nothing either way (its size
+        # came from a timing, which a load spike can slow down). Again with four times the work.
         lines = run_interrupted(child_code(wait, chain=16))
     return lines
 
@@ -99,7 +102,7 @@ def test_without_a_signal_the_wait_completes():
 def test_a_signal_handler_that_does_not_raise_lets_the_wait_finish():
     # Python runs the handler during the wait (as it would between bytecodes) and goes on.
     code = child_code("v = a.cpu(); print('finite:', bool(v.isfinite().all()))")
-    code = code.replace("import sys, time, torch, torchtpu", "import signal, sys, time, torch, torchtpu\n"
+    code = code.replace("signal.signal(signal.SIGINT, signal.default_int_handler)",
                         "hits = []\nsignal.signal(signal.SIGINT, lambda *a: hits.append(1))")
     code += "print('handled:', len(hits), flush=True)\n"
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
