@@ -31,7 +31,7 @@ const std::vector<Variable>& variables() {
        "1: storages round up to size buckets so elementwise programs ignore the exact size"},
       {"TORCHTPU_SIZE_BUCKET_MIN", "4096", "elements of the smallest size bucket (a power of 2)"},
       {"TORCHTPU_SIZE_GENERIC_MIN_ELEMENTS", "64",
-       "with size buckets: smaller elementwise results run exact programs"},
+       "with size buckets: smaller storages keep their size, smaller results run exact programs"},
       {"TORCHTPU_SIZE_GENERIC_VIEW_MIN_ELEMENTS", "1024",
        "with size buckets: smaller elementwise results over strided views run exact programs"},
       {"TORCHTPU_LIGHT_COMPILE", "0",

@@ -28,13 +28,19 @@ bool size_buckets() {
   return on;
 }
 
+int64_t exact_below() {
+  static const int64_t n =
+      config::positive_int("TORCHTPU_SIZE_GENERIC_MIN_ELEMENTS", 64, int64_t{1} << 40);
+  return n;
+}
+
 int64_t bucket_min() {
   static const int64_t min = read_min();
   return min;
 }
 
 int64_t bucket_elements(int64_t n) {
-  if (n <= 0 || !size_buckets()) return n;
+  if (n <= 0 || !size_buckets() || n < exact_below()) return n;
   int64_t b = bucket_min();
   if (n <= b) return b;
   while (b < n && b < kFineFrom) b *= 2;

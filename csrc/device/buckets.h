@@ -16,6 +16,9 @@ namespace torchtpu::device {
 
 // Whether storages round up to buckets (read once per process).
 bool size_buckets();
+// Storages and results under this many elements keep their exact size and run exact programs
+// (TORCHTPU_SIZE_GENERIC_MIN_ELEMENTS).
+int64_t exact_below();
 // The smallest bucket, in elements.
 int64_t bucket_min();
 // The elements a storage of `n` elements keeps on the device: bucket(n), or n when buckets are

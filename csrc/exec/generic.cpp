@@ -101,15 +101,10 @@ std::vector<int64_t> iteration_strides(c10::IntArrayRef sizes, c10::IntArrayRef 
 
 // The small-call fast path: below these result sizes a call runs its exact program, whose static
 // shape costs nothing at run time, instead of the size-generic one, which computes over its whole
-// bucket (at least TORCHTPU_SIZE_BUCKET_MIN elements, for a one-element result too) and gathers
-// or scatters views through index arithmetic on every element. A workload meets few distinct
-// small shapes, so the extra programs are few; its large ones are where sizes vary.
-int64_t generic_min_elements() {
-  static const int64_t n =
-      config::positive_int("TORCHTPU_SIZE_GENERIC_MIN_ELEMENTS", 64, int64_t{1} << 40);
-  return n;
-}
-
+// bucket and gathers or scatters views through index arithmetic on every element. A workload
+// meets few distinct small shapes, so the extra programs are few; its large ones are where sizes
+// vary. The first threshold is device::exact_below() (storages that small keep their exact size
+// too); this one is for results over strided views.
 int64_t generic_view_min_elements() {
   static const int64_t n =
       config::positive_int("TORCHTPU_SIZE_GENERIC_VIEW_MIN_ELEMENTS", 1024, int64_t{1} << 40);
@@ -154,7 +149,20 @@ bool scan_generic_call(const OpPlan& plan, const c10::OperatorHandle& op,
     }
   }
   const int64_t n = c10::multiply_integers(shape);
-  if (!any || n == 0 || n < generic_min_elements()) return false;
+  if (!any || n == 0 || n < device::exact_below()) return false;
+  if (n < generic_view_min_elements()) {
+    // A tensor that is neither one element nor its whole storage would be reached through the
+    // runtime geometry, which a result this small does not take: the exact path, before the
+    // scan (the host time of a scan thrown away shows on every small view op).
+    for (size_t i = 0; i < args.size(); ++i) {
+      const c10::IValue& v = stack[first + i];
+      if (!v.isTensor() || !v.toTensor().defined() || !v.toTensor().is_privateuseone()) continue;
+      const at::Tensor& t = v.toTensor();
+      const bool whole = t.is_non_overlapping_and_dense() && t.storage_offset() == 0 &&
+                         static_cast<size_t>(t.numel()) * t.element_size() == t.storage().nbytes();
+      if (!whole && t.numel() != 1) return false;
+    }
+  }
   state.out_sizes.assign(shape.begin(), shape.end());
   // The order positions are computed in: the result's memory order (a functional op), or the
   // written tensor's (in place; a view that does not cover its storage is scattered into it
