@@ -99,6 +99,12 @@ std::vector<int64_t> iteration_strides(c10::IntArrayRef sizes, c10::IntArrayRef 
   return out;
 }
 
+// Dense over every byte of its storage from offset 0, in whatever dimension order.
+bool whole_storage(const at::Tensor& t) {
+  return t.is_non_overlapping_and_dense() && t.storage_offset() == 0 &&
+         static_cast<size_t>(t.numel()) * t.element_size() == t.storage().nbytes();
+}
+
 // The small-call fast path: below these result sizes a call runs its exact program, whose static
 // shape costs nothing at run time, instead of the size-generic one, which computes over its whole
 // bucket and gathers or scatters views through index arithmetic on every element. A workload
@@ -158,9 +164,7 @@ bool scan_generic_call(const OpPlan& plan, const c10::OperatorHandle& op,
       const c10::IValue& v = stack[first + i];
       if (!v.isTensor() || !v.toTensor().defined() || !v.toTensor().is_privateuseone()) continue;
       const at::Tensor& t = v.toTensor();
-      const bool whole = t.is_non_overlapping_and_dense() && t.storage_offset() == 0 &&
-                         static_cast<size_t>(t.numel()) * t.element_size() == t.storage().nbytes();
-      if (!whole && t.numel() != 1) return false;
+      if (!whole_storage(t) && t.numel() != 1) return false;
     }
   }
   state.out_sizes.assign(shape.begin(), shape.end());
@@ -176,10 +180,7 @@ bool scan_generic_call(const OpPlan& plan, const c10::OperatorHandle& op,
     }
     const at::Tensor& self = v.toTensor();
     if (at::has_internal_overlap(self) == at::MemOverlap::Yes) return false;  // PyTorch refuses
-    const bool covers =
-        self.is_non_overlapping_and_dense() && self.storage_offset() == 0 &&
-        static_cast<size_t>(self.numel()) * self.element_size() == self.storage().nbytes();
-    order = covers ? self.strides().vec() : contiguous(self.sizes());
+    order = whole_storage(self) ? self.strides().vec() : contiguous(self.sizes());
     // Another view of the written storage is a partial overlap PyTorch refuses (the exact path
     // raises it), unless it is the very same view (x.mul_(x)).
     for (size_t i = 0; i < args.size(); ++i) {
