@@ -22,8 +22,9 @@ dims), identical modules met under another signature (found in the cache, not co
 compile time percentiles and the op families that cost most.
 
 With --variants every round also runs tpu cold and warm under each named variant (issue 28), on a
-cache of its own: `buckets` (TORCHTPU_SIZE_BUCKETS=1: size buckets and size-generic elementwise
-programs), `light` (TORCHTPU_LIGHT_COMPILE=1: small eager op programs compile at a low XLA
+cache of its own: `exact` (TORCHTPU_SIZE_BUCKETS=0: every storage keeps its size, one program per
+shape, the default before size buckets), `buckets` (TORCHTPU_SIZE_BUCKETS=1, the default on
+XLA:CPU/GPU, named explicitly: size buckets and size-generic elementwise programs), `light` (TORCHTPU_LIGHT_COMPILE=1: small eager op programs compile at a low XLA
 optimization level) and `buckets+light`; with --profile each variant's cold run is profiled too. With --pin-threads every child (CPU and tpu)
 calls torch.set_num_threads(1) with OMP_NUM_THREADS=1 before its workload.
 
@@ -34,7 +35,7 @@ process's CPU time (every thread: the compile pool's too) and `core_utilisation`
 `process_s` times the host's cores: how busy a cold run keeps the machine (issue 28, item 3).
 
     .venv/bin/python benchmarks/cold_start.py [--only llama|cnn] [--repeats N] [--profile]
-        [--sync-compile-ab] [--variants buckets,light,buckets+light] [--pin-threads]
+        [--sync-compile-ab] [--variants exact,buckets,light,buckets+light] [--pin-threads]
 """
 
 from __future__ import annotations
@@ -152,6 +153,7 @@ def run_child(device: str, workload: str, cache_dir: str | None, **extra_env: st
 
 PIN_THREADS = False
 VARIANTS = {
+    "exact": {"TORCHTPU_SIZE_BUCKETS": "0"},
     "buckets": {"TORCHTPU_SIZE_BUCKETS": "1"},
     "light": {"TORCHTPU_LIGHT_COMPILE": "1"},
     "buckets+light": {"TORCHTPU_SIZE_BUCKETS": "1", "TORCHTPU_LIGHT_COMPILE": "1"},

@@ -213,7 +213,7 @@ def memory_stats(d: Any = None) -> dict[str, int]:
     plugin reports them, ``device.bytes_in_use`` and ``device.bytes_limit`` add the plugin's own
     view of the device (including buffers PJRT holds for itself). Allocated bytes are the
     tensors' storages' own; ``bucketed_bytes.all.current`` and ``.peak`` count the device
-    buffers holding them, which size buckets (TORCHTPU_SIZE_BUCKETS=1) pad, and
+    buffers holding them, which size buckets (TORCHTPU_SIZE_BUCKETS, on by default on XLA:CPU/GPU) pad, and
     ``padding_bytes.all.current`` the difference."""
     index = _index(d)
     stats: dict[str, int] = dict.fromkeys(_STAT_KEYS, 0)

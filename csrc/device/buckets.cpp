@@ -9,7 +9,9 @@
 namespace torchtpu::device {
 namespace {
 
-constexpr int64_t kFineFrom = int64_t{1} << 20;  // above: eight steps per power of two
+// Above this (256 KiB of float32) the ladder takes eight steps per power of two, so a large
+// storage pads by under 1/8: below it a storage pads by under 2x, which is at most this much.
+constexpr int64_t kFineFrom = int64_t{1} << 16;
 
 int64_t read_min() {
   int64_t min = config::positive_int("TORCHTPU_SIZE_BUCKET_MIN", 4096, int64_t{1} << 30);
@@ -23,8 +25,9 @@ int64_t read_min() {
 }  // namespace
 
 bool size_buckets() {
-  // Buffers of tiled platforms (TPU) keep their shapes: nothing to round there.
-  static const bool on = config::flag("TORCHTPU_SIZE_BUCKETS", false) && flat_buffers();
+  // On by default where storages are flat buffers (XLA:CPU/GPU): size-generic programs then
+  // serve every size of a bucket. Buffers of tiled platforms (TPU) keep their shapes.
+  static const bool on = config::flag("TORCHTPU_SIZE_BUCKETS", true) && flat_buffers();
   return on;
 }
 
@@ -45,7 +48,7 @@ int64_t bucket_elements(int64_t n) {
   if (n <= b) return b;
   while (b < n && b < kFineFrom) b *= 2;
   if (b >= n) return b;
-  // n > 2^20: the next multiple of an eighth of n's power of two.
+  // n > kFineFrom: the next multiple of an eighth of n's power of two.
   int64_t octave = kFineFrom;
   while (octave * 2 <= n) octave *= 2;
   const int64_t step = octave / 8;

@@ -1,4 +1,4 @@
-// Size buckets (TORCHTPU_SIZE_BUCKETS=1, on platforms whose storages keep 1-D buffers): a storage
+// Size buckets (TORCHTPU_SIZE_BUCKETS, on by default where storages keep 1-D buffers): a storage
 // of n elements keeps a device buffer of bucket(n) >= n elements. A program's argument type is
 // its buffer's, so without buckets every element count is a program of its own; with them the
 // exact count travels at run time (or does not matter, elementwise), and one program serves
@@ -6,8 +6,9 @@
 // nothing reads them as data (views, numel, host copies, serialization see n elements).
 //
 // The ladder: TORCHTPU_SIZE_BUCKET_MIN elements (a power of two, default 4096) for anything
-// smaller, then powers of two up to 2^20 elements, then eight steps per power of two, so the
-// padding of a storage stays under 2x for small ones and under 1/8 for large ones.
+// smaller, then powers of two up to 2^16 elements, then eight steps per power of two, so the
+// padding of a storage stays under 2x (and 256 KiB of float32) for small ones and under 1/8 for
+// large ones.
 #pragma once
 
 #include <cstdint>

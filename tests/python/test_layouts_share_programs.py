@@ -32,7 +32,12 @@ def test_a_view_reads_through_one_program_whatever_made_its_storage():
     uploaded = a.to("tpu")
     before = compiled()
     outs = [t.exp() for t in (made_3d, made_2d, uploaded)]
-    assert compiled() == before + (1 if flat_buffers() else 2)
+    if flat_buffers():
+        # One program; with size buckets (the default there) it is the size-generic exp of the
+        # 4096-element bucket, which an earlier test may have built already.
+        assert compiled() - before <= 1
+    else:
+        assert compiled() == before + 2
     for out, want in zip(outs, ((-a).exp(), (-b).view(2, 16, 64).exp(), a.exp())):
         assert_close(out.cpu(), want)
 

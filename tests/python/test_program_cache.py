@@ -198,7 +198,10 @@ def nearest_lines(proc):
 
 
 def test_log_compiles_names_the_nearest_signature(run_python):
-    proc = run_python(NEAREST, TORCHTPU_LOG_COMPILES="1", TORCHTPU_CACHE="0")
+    # Exact programs' signatures (size buckets off): with them on, the 8x8 add runs the
+    # size-generic program of its bucket and compiles no signature of its own to explain.
+    proc = run_python(NEAREST, TORCHTPU_LOG_COMPILES="1", TORCHTPU_CACHE="0",
+                      TORCHTPU_SIZE_BUCKETS="0")
     lines, reasons = nearest_lines(proc)
     assert "first call of aten::add.Tensor" in lines[0]
     assert ("nearest cached signature (of 1) aten::add.Tensor(self=Float[4, 4], other=Float[4, 4], "
@@ -218,7 +221,7 @@ def test_nearest_signature_is_a_cached_one(run_python):
     # With room for one program, the 4x4 program is evicted by the 8x8 one: the third call is
     # explained against what the cache holds (8x8), not against a program it no longer has.
     proc = run_python(NEAREST, TORCHTPU_LOG_COMPILES="1", TORCHTPU_CACHE="0",
-                      TORCHTPU_PROGRAM_CACHE_MAX_ENTRIES="1")
+                      TORCHTPU_PROGRAM_CACHE_MAX_ENTRIES="1", TORCHTPU_SIZE_BUCKETS="0")
     lines, reasons = nearest_lines(proc)
     assert ("nearest cached signature (of 1) aten::add.Tensor(self=Float[8, 8], other=Float[8, 8], "
             "alpha=default) differs in arg 0 (self): sizes [4, 4] vs [8, 8]; "

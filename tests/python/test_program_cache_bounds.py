@@ -250,8 +250,10 @@ def test_memory_stays_bounded_over_many_distinct_signatures(run_python):
     # The issue measured ~107 KB of RSS per distinct signature with an unbounded cache (2,000
     # shapes -> +435 MB); this script without a bound grew 30.2 MB over its 300 signatures, with
     # TORCHTPU_PROGRAM_CACHE_MAX_ENTRIES=32 0.4 MB. Evicted programs must give their memory back.
+    # Size buckets off: with them the 300 lengths share a handful of size-generic programs,
+    # and the cache would never fill.
     proc = run_python(RSS_BOUNDED, TORCHTPU_PROGRAM_CACHE_MAX_ENTRIES="32", TORCHTPU_CACHE="0",
-                      timeout=400)
+                      TORCHTPU_SIZE_BUCKETS="0", timeout=400)
     out = dict(line.split() for line in proc.stdout.splitlines() if line.count(" ") == 1)
     assert int(out["ENTRIES"]) <= 32
     assert int(out["EVICTIONS"]) >= 300
