@@ -22,11 +22,12 @@ dims), identical modules met under another signature (found in the cache, not co
 compile time percentiles and the op families that cost most.
 
 With --variants every round also runs tpu cold and warm under each named variant (issue 28), on a
-cache of its own: `exact` (TORCHTPU_SIZE_BUCKETS=0: every storage keeps its size, one program per
-shape, the default before size buckets), `buckets` (TORCHTPU_SIZE_BUCKETS=1, the default on
-XLA:CPU/GPU, named explicitly: size buckets and size-generic elementwise programs), `light` (TORCHTPU_LIGHT_COMPILE=1: small eager op programs compile at a low XLA
-optimization level) and `buckets+light`; with --profile each variant's cold run is profiled too. With --pin-threads every child (CPU and tpu)
-calls torch.set_num_threads(1) with OMP_NUM_THREADS=1 before its workload.
+cache of its own, each naming both switches: `exact` (neither: one program per shape, all at
+full effort, the state before issue 28), `buckets` (TORCHTPU_SIZE_BUCKETS=1: size buckets and
+size-generic elementwise programs), `light` (TORCHTPU_LIGHT_COMPILE=1: small eager op programs
+compile first at a low XLA optimization level, at full effort once hot) and `buckets+light`
+(XLA:CPU's default); with --profile each variant's cold run is profiled too. With --pin-threads every child (CPU
+and tpu) calls torch.set_num_threads(1) with OMP_NUM_THREADS=1 before its workload.
 
 What the figures include: `workload_s` runs from after `import torch` (and torchtpu) to the last
 loss, so it includes importing Transformers (llama); `process_s` runs from the interpreter's
@@ -118,6 +119,7 @@ result = {"workload_s": done - imported, "process_s": done - start, "losses": lo
 if device == "tpu":
     m = torchtpu.metrics()
     result.update(programs_compiled=m["programs_compiled"],
+                  programs_upgraded=m.get("programs_upgraded", 0),
                   compile_s=round(m["compile_seconds"], 3),
                   disk_cache_hits=m["disk_cache_hits"],
                   disk_cache_signature_hits=m.get("disk_cache_signature_hits", 0),
@@ -153,9 +155,9 @@ def run_child(device: str, workload: str, cache_dir: str | None, **extra_env: st
 
 PIN_THREADS = False
 VARIANTS = {
-    "exact": {"TORCHTPU_SIZE_BUCKETS": "0"},
-    "buckets": {"TORCHTPU_SIZE_BUCKETS": "1"},
-    "light": {"TORCHTPU_LIGHT_COMPILE": "1"},
+    "exact": {"TORCHTPU_SIZE_BUCKETS": "0", "TORCHTPU_LIGHT_COMPILE": "0"},
+    "buckets": {"TORCHTPU_SIZE_BUCKETS": "1", "TORCHTPU_LIGHT_COMPILE": "0"},
+    "light": {"TORCHTPU_SIZE_BUCKETS": "0", "TORCHTPU_LIGHT_COMPILE": "1"},
     "buckets+light": {"TORCHTPU_SIZE_BUCKETS": "1", "TORCHTPU_LIGHT_COMPILE": "1"},
 }
 INCLUDES = {

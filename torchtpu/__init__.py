@@ -44,9 +44,11 @@ __torch_version__ = _check_torch_version()
 
 from . import _C  # noqa: E402
 from ._plugin import find_plugin
-from .metrics import metrics, metrics_report, recompile_reasons, reset_metrics
+from .metrics import (finish_background_compiles, metrics, metrics_report, recompile_reasons,
+                      reset_metrics)
 
-__all__ = ["metrics", "metrics_report", "recompile_reasons", "reset_metrics", "is_available", "device_count",
+__all__ = ["metrics", "metrics_report", "recompile_reasons", "reset_metrics",
+           "finish_background_compiles", "is_available", "device_count",
            "stablehlo_op", "jax_op", "set_eager_mode", "get_eager_mode", "fused_eager", "mark_step"]
 
 

@@ -23,6 +23,15 @@ def recompile_reasons() -> list:
     return list(_C._recompile_reasons())
 
 
+def finish_background_compiles() -> None:
+    """Compiles the queued background work now and waits for it: the full-effort programs of hot
+    light-compiled ops (TORCHTPU_LIGHT_COMPILE=1). An eager op's program
+    compiles light first; once it has launched TORCHTPU_LIGHT_COMPILE_UPGRADE_AFTER (8) times,
+    its full-effort compile is queued and starts when no other compile has run for a second, and
+    later launches run it. Call this after a warmup to measure or run at steady state at once."""
+    _C._finish_background_compiles()
+
+
 def metrics_report() -> str:
     m = metrics()
     by_op = m.pop("cpu_fallbacks_by_op")

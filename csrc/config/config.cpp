@@ -37,10 +37,14 @@ const std::vector<Variable>& variables() {
        "with size buckets: elementwise results over strided views this large run size-generic "
        "programs (fewer programs, 2.5-4x slower per call on XLA:CPU)"},
       {"TORCHTPU_LIGHT_COMPILE", "0",
-       "1: small eager op programs compile at a low XLA backend optimization level"},
+       "1: small eager op programs compile first at a low XLA backend optimization level, and "
+       "again at full effort once hot (results may differ in the last bits between the two)"},
       {"TORCHTPU_LIGHT_COMPILE_LEVEL", "0", "xla_backend_optimization_level of light compiles"},
       {"TORCHTPU_LIGHT_COMPILE_MAX_ELEMENTS", "65536",
        "largest array of an eager op program that compiles light"},
+      {"TORCHTPU_LIGHT_COMPILE_UPGRADE_AFTER", "8",
+       "launches after which a light program compiles again at full effort in the background "
+       "(0: never)"},
       {"TORCHTPU_PROGRAM_CACHE_MAX_ENTRIES", "4096", "programs kept in memory (least recent go)"},
       {"TORCHTPU_CACHE", "1", "0: no on-disk compilation cache"},
       {"TORCHTPU_CACHE_DIR", "~/.cache/torchtpu", "folder of the on-disk compilation cache"},

@@ -174,6 +174,7 @@ PYBIND11_MODULE(_C, m) {
     d["modules_lowered"] = x.modules_lowered.load();
     d["graph_cache_evictions"] = x.graph_cache_evictions.load();
     d["programs_shared"] = x.programs_shared.load();
+    d["programs_upgraded"] = x.programs_upgraded.load();
     d["disk_cache_hits"] = x.disk_cache_hits.load();
     d["disk_cache_misses"] = x.disk_cache_misses.load();
     d["disk_cache_signature_hits"] = x.disk_cache_signature_hits.load();
@@ -212,6 +213,10 @@ PYBIND11_MODULE(_C, m) {
   // Compiles off the critical path (runtime/compile_pool.h): whether they are on, and test hooks.
   m.def("_async_compile", &runtime::async_compile);
   m.def("_hold_compiles", &runtime::hold_compiles, py::arg("hold"));
+  m.def("_finish_background_compiles", [] {
+    py::gil_scoped_release released;
+    runtime::finish_background_compiles();
+  });
   // torchtpu's last Python atexit hook: no compile or launch may still run inside the plugin
   // when exit() destroys its statics (runtime/compile_pool.h).
   m.def(

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <unordered_map>
 #include <unordered_set>
@@ -196,12 +197,39 @@ pjrt::ExecuteResult Program::execute(const std::vector<PJRT_Buffer*>& args,
   return execute(args.data(), args.size(), device, launch_id);
 }
 
+const pjrt::Executable& Program::launched() const {
+  if (upgrade_mlir_.empty()) return *exe_;
+  if (upgraded_.load(std::memory_order_acquire)) return *full_;
+  if (launches_.fetch_add(1, std::memory_order_relaxed) + 1 == light_upgrade_after()) upgrade();
+  return *exe_;
+}
+
+void Program::upgrade() const {
+  // Hot: the same module at full effort, when the pool has nothing else to do. A failure keeps
+  // the light executable, which computes the same values.
+  submit_background_compile([self = shared_from_this()] {
+    try {
+      std::shared_ptr<Program> full = compile_program(
+          self->upgrade_mlir_, self->signature_,
+          "launched " + std::to_string(light_upgrade_after()) + " times: upgrading to full effort",
+          std::string(), Effort::kFull, /*upgrade=*/true);
+      self->full_ = full->exe_;
+      self->upgraded_.store(true, std::memory_order_release);
+    } catch (const std::exception& e) {
+      if (log_compiles()) {
+        std::fprintf(stderr, "torchtpu: upgrading %s failed; it stays light: %s\n",
+                     self->signature_.c_str(), e.what());
+      }
+    }
+  });
+}
+
 pjrt::ExecuteResult Program::execute(PJRT_Buffer* const* args, size_t num_args,
                                      const pjrt::Device& device, int launch_id) const {
   if (!ready()) wait();
   const int64_t traced_start = trace::enabled() ? trace::now_ns() : 0;
   try {
-    pjrt::ExecuteResult r = exe_->execute(args, num_args, &device, nullptr, 0, launch_id);
+    pjrt::ExecuteResult r = launched().execute(args, num_args, &device, nullptr, 0, launch_id);
     if (traced_start) {
       trace::execution_launched(signature_, index_of(device), traced_start, r.done.get());
     }
@@ -213,12 +241,27 @@ pjrt::ExecuteResult Program::execute(PJRT_Buffer* const* args, size_t num_args,
   }
 }
 
-int light_compile_level() {
-  static const int level =
-      config::flag("TORCHTPU_LIGHT_COMPILE", false)
-          ? std::stoi(config::choice("TORCHTPU_LIGHT_COMPILE_LEVEL", {"0", "1"}, "0"))
-          : -1;
-  return level;
+int light_compile_level_for(const std::string& platform) {
+  // Opt-in everywhere. Light programs upgrade to full effort once hot (Program::upgrade_when_hot),
+  // so a loop's steady state keeps full speed, but on XLA:CPU a light and a full program of the
+  // same op can differ in the last bits (a multiply-add the full one fuses into an FMA: addcmul,
+  // lerp, tanh, erf, gelu, rsqrt, layer_norm), so when an op's results change would depend on
+  // when its upgrade lands: not a default. (`platform` is for a platform measured otherwise.)
+  (void)platform;
+  return config::flag("TORCHTPU_LIGHT_COMPILE", false)
+             ? std::stoi(config::choice("TORCHTPU_LIGHT_COMPILE_LEVEL", {"0", "1"}, "0"))
+             : -1;
+}
+
+int light_compile_level() { return get().light_compile_level(); }
+
+int64_t light_upgrade_after() {
+  static const int64_t n = [] {
+    const std::optional<std::string> v = config::raw("TORCHTPU_LIGHT_COMPILE_UPGRADE_AFTER");
+    if (v && *v == "0") return int64_t{0};
+    return config::positive_int("TORCHTPU_LIGHT_COMPILE_UPGRADE_AFTER", 8, int64_t{1} << 40);
+  }();
+  return n;
 }
 
 int64_t light_compile_max_elements() {
@@ -236,7 +279,7 @@ Effort effort_for(ProgramClass cls, int64_t largest_elements) {
 
 std::shared_ptr<Program> compile_program(const std::string& mlir, const std::string& signature,
                                          const std::string& why, const std::string& compile_options,
-                                         Effort effort) {
+                                         Effort effort, bool upgrade) {
   Runtime& rt = get();
   // Explicit options (a program with collectives, or one compiled deterministic) are used as
   // given, at full effort; else the effort picks.
@@ -324,11 +367,14 @@ std::shared_ptr<Program> compile_program(const std::string& mlir, const std::str
   auto ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
           .count();
-  metrics().programs_compiled++;
+  (upgrade ? metrics().programs_upgraded : metrics().programs_compiled)++;
   metrics().compile_ns += ns;
   if (log_compiles()) {
     std::fprintf(stderr, "torchtpu: compiled %s in %.1f ms (%s)%s\n", signature.c_str(), ns / 1e6,
-                 why.c_str(), effort == Effort::kLight ? " [light]" : "");
+                 why.c_str(),
+                 effort == Effort::kLight ? " [light]"
+                 : upgrade                ? " [upgrade]"
+                                          : "");
   }
   if (dump_mlir()) std::fprintf(stderr, "%s\n", mlir.c_str());
   if (!key.empty() && disk_cache().enabled()) store_in_disk_cache(rt, key, *exe);
@@ -368,6 +414,10 @@ std::shared_ptr<Program> compile_program_async(std::string mlir, std::string sig
                                                std::string why, size_t num_outputs,
                                                std::string recipe, std::string recipe_metadata,
                                                std::string compile_options, Effort effort) {
+  // Light programs of eager ops upgrade once hot (Program::upgrade_when_hot). Only with the
+  // pool: synchronous compiles (debugging) keep what they compiled.
+  const bool tiered = effort == Effort::kLight && compile_options.empty() &&
+                      light_upgrade_after() > 0 && async_compile();
   if (!async_compile()) {
     std::shared_ptr<Program> program =
         compile_program(mlir, signature, why, compile_options, effort);
@@ -375,6 +425,7 @@ std::shared_ptr<Program> compile_program_async(std::string mlir, std::string sig
     return program;
   }
   auto program = std::make_shared<Program>(std::move(signature), num_outputs);
+  if (tiered) program->upgrade_when_hot(mlir);
   // Taken here, in the host's program order, not by whichever pool thread starts first.
   const bool injected = take_injected_failure();
   submit_compile([program, mlir = std::move(mlir), why = std::move(why), recipe = std::move(recipe),

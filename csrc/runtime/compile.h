@@ -29,6 +29,12 @@ class Program : public std::enable_shared_from_this<Program> {
   pjrt::ExecuteResult execute(PJRT_Buffer* const* args, size_t num_args, const pjrt::Device& device,
                               int launch_id = 0) const;
   const std::string& signature() const { return signature_; }
+  // Tiered compile: this (light) program's module compiles again at full effort, in the
+  // background, once the program has launched light_upgrade_after() times; later launches run
+  // the full-effort executable. Called before the program is handed out.
+  void upgrade_when_hot(std::string mlir) { upgrade_mlir_ = std::move(mlir); }
+  // Whether launches now run the full-effort executable of upgrade_when_hot.
+  bool upgraded() const { return upgraded_.load(std::memory_order_acquire); }
   // One atomic load: the launch fast path asks it for every op.
   bool ready() const { return state_.load(std::memory_order_acquire) == kReady; }
   bool failed() const { return state_.load(std::memory_order_acquire) == kFailed; }
@@ -45,7 +51,14 @@ class Program : public std::enable_shared_from_this<Program> {
 
  private:
   enum State : int { kCompiling, kReady, kFailed };
+  // The executable a launch runs now: exe_, or full_ once upgraded.
+  const pjrt::Executable& launched() const;
+  void upgrade() const;
   std::shared_ptr<pjrt::Executable> exe_;
+  std::string upgrade_mlir_;  // empty: never upgrades
+  mutable std::atomic<int64_t> launches_{0};
+  mutable std::shared_ptr<pjrt::Executable> full_;  // written once, before upgraded_
+  mutable std::atomic<bool> upgraded_{false};
   std::string signature_;
   std::string disk_key_;
   size_t num_outputs_ = 0;
@@ -66,10 +79,15 @@ enum class Effort { kFull, kLight };
 enum class ProgramClass { kEagerOp, kGraph, kCustom };
 Effort effort_for(ProgramClass cls, int64_t largest_elements);
 // The xla_backend_optimization_level of light compiles (TORCHTPU_LIGHT_COMPILE_LEVEL), or -1 when
-// light compiles are off.
+// light compiles are off (TORCHTPU_LIGHT_COMPILE, opt-in). light_compile_level_for decides it
+// once, at runtime creation.
 int light_compile_level();
+int light_compile_level_for(const std::string& platform);
 // The largest array of an eager op that compiles light (TORCHTPU_LIGHT_COMPILE_MAX_ELEMENTS).
 int64_t light_compile_max_elements();
+// Launches after which a light program compiles again at full effort in the background
+// (TORCHTPU_LIGHT_COMPILE_UPGRADE_AFTER); 0: light programs stay light.
+int64_t light_upgrade_after();
 
 // `signature` names what is compiled (op and argument structure), `why` why it missed the
 // cache; both appear in compile errors and in TORCHTPU_LOG_COMPILES=1 lines. A module identical
@@ -78,10 +96,12 @@ int64_t light_compile_max_elements();
 // xla.CompileOptionsProto) defaults to the runtime's portable single-device options; a program
 // with collectives passes pjrt::replicated_compile_options of its devices, which key its
 // executable too, so the replicas of one world share one executable (collective_world.h).
+// `upgrade`: the full-effort compile of a hot light program (metrics: programs_upgraded, not
+// programs_compiled).
 std::shared_ptr<Program> compile_program(const std::string& mlir, const std::string& signature,
                                          const std::string& why,
                                          const std::string& compile_options = std::string(),
-                                         Effort effort = Effort::kFull);
+                                         Effort effort = Effort::kFull, bool upgrade = false);
 
 // Compiles off the critical path: the same as compile_program, but on the compile pool
 // (runtime/compile_pool.h); returns at once a Program that launches wait for (aten launches

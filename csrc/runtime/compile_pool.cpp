@@ -1,6 +1,7 @@
 #include "runtime/compile_pool.h"
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <deque>
@@ -20,10 +21,20 @@ struct Pool {
   std::condition_variable work;  // a task arrived, or the hold was lifted
   std::condition_variable idle;  // a task finished
   std::deque<std::function<void()>> tasks;
+  // Started only when `tasks` is empty, never after exit began, and not waited for by
+  // wait_for_compiles until they run (submit_background_compile).
+  std::deque<std::function<void()>> background;
   size_t running = 0;
   size_t threads = 0;
   bool held = false;
+  // When a foreground compile last arrived or ended: background work waits for a quiet pool, so
+  // it never takes a core from a cold run's compiles in a gap between them.
+  std::chrono::steady_clock::time_point last_foreground{};
+  int rushing = 0;  // finish_background_compiles callers: background work starts at once
 };
+
+// How long the pool must go without foreground compiles before background work starts.
+constexpr std::chrono::milliseconds kQuiet{1000};
 
 Pool& pool() {
   static Pool* p = new Pool;
@@ -46,14 +57,26 @@ void worker() {
   Pool& p = pool();
   std::unique_lock<std::mutex> lk(p.mutex);
   for (;;) {
-    p.work.wait(lk, [&] { return !p.held && !p.tasks.empty(); });
-    std::function<void()> task = std::move(p.tasks.front());
-    p.tasks.pop_front();
+    for (;;) {
+      if (!p.held && !p.tasks.empty()) break;
+      if (p.held || p.background.empty() || exiting.load(std::memory_order_acquire)) {
+        p.work.wait(lk);
+        continue;
+      }
+      const auto quiet_at = p.last_foreground + kQuiet;
+      if (p.rushing > 0 || std::chrono::steady_clock::now() >= quiet_at) break;
+      p.work.wait_until(lk, quiet_at);
+    }
+    const bool foreground = !p.tasks.empty();
+    std::deque<std::function<void()>>& from = foreground ? p.tasks : p.background;
+    std::function<void()> task = std::move(from.front());
+    from.pop_front();
     ++p.running;
     lk.unlock();
     task();
     task = nullptr;  // its captures (a module's text) go now, not at the next task
     lk.lock();
+    if (foreground) p.last_foreground = std::chrono::steady_clock::now();
     --p.running;
     p.idle.notify_all();
   }
@@ -61,6 +84,12 @@ void worker() {
 
 void drain_at_exit() {
   if (pjrt::in_forked_child()) return;  // the parent's threads do not exist here
+  exiting.store(true, std::memory_order_release);
+  {
+    Pool& p = pool();
+    std::lock_guard<std::mutex> g(p.mutex);
+    p.background.clear();
+  }
   hold_compiles(false);
   wait_for_compiles();
 }
@@ -82,12 +111,38 @@ void submit_compile(std::function<void()> task) {
   (void)registered;
   std::lock_guard<std::mutex> g(p.mutex);
   p.tasks.push_back(std::move(task));
+  p.last_foreground = std::chrono::steady_clock::now();
   // Threads start as work arrives, up to the bound: a process that never misses starts none.
   if (p.threads < max_threads() && p.threads < p.tasks.size() + p.running) {
     ++p.threads;
     std::thread(worker).detach();
   }
   p.work.notify_one();
+}
+
+void submit_background_compile(std::function<void()> task) {
+  if (exiting.load(std::memory_order_acquire) || !async_compile()) return;
+  Pool& p = pool();
+  static const bool registered = std::atexit(drain_at_exit) == 0;
+  (void)registered;
+  std::lock_guard<std::mutex> g(p.mutex);
+  p.background.push_back(std::move(task));
+  if (p.threads < max_threads() && p.threads < p.tasks.size() + p.background.size() + p.running) {
+    ++p.threads;
+    std::thread(worker).detach();
+  }
+  p.work.notify_one();
+}
+
+void finish_background_compiles() {
+  if (exiting.load(std::memory_order_acquire)) return;
+  Pool& p = pool();
+  std::unique_lock<std::mutex> lk(p.mutex);
+  ++p.rushing;
+  p.work.notify_all();
+  p.idle.wait(
+      lk, [&] { return p.held || (p.tasks.empty() && p.background.empty() && p.running == 0); });
+  --p.rushing;
 }
 
 void hold_compiles(bool hold) {
@@ -112,6 +167,11 @@ size_t compiles_in_flight() {
 void finish_compiles_for_exit() {
   if (pjrt::in_forked_child()) return;  // the parent's threads do not exist here
   exiting.store(true, std::memory_order_release);
+  {
+    Pool& p = pool();
+    std::lock_guard<std::mutex> g(p.mutex);
+    p.background.clear();  // work for a future this process no longer has
+  }
   hold_compiles(false);
   wait_for_compiles();
 }

@@ -17,6 +17,16 @@ bool async_compile();
 // machine's hardware concurrency), in submission order as threads free up.
 void submit_compile(std::function<void()> task);
 
+// Work that only makes later runs faster (a hot light program's full-effort compile): runs on
+// the pool when no compile is queued, is dropped at exit instead of delaying it, and is not
+// run at all when compiles are synchronous. wait_for_compiles waits for it only once started.
+void submit_background_compile(std::function<void()> task);
+
+// Starts the queued background work now, without waiting for a quiet pool, and returns once
+// it and every foreground compile are done (torchtpu.finish_background_compiles: a benchmark
+// that wants the steady state at once, a test of the upgrade).
+void finish_background_compiles();
+
 // Test hook: while held, queued compiles do not start, so a test can act on results whose
 // programs are certainly still compiling. Reading such a result waits until released.
 void hold_compiles(bool hold);

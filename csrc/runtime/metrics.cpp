@@ -41,6 +41,7 @@ void reset_metrics() {
                   &m.modules_lowered,
                   &m.graph_cache_evictions,
                   &m.programs_shared,
+                  &m.programs_upgraded,
                   &m.launches_queued,
                   &m.disk_cache_hits,
                   &m.disk_cache_misses,

@@ -27,6 +27,8 @@ struct Metrics {
   std::atomic<int64_t> graph_cache_evictions{0};
   // Memory misses whose module was identical to one already held (compile.h): not compiled.
   std::atomic<int64_t> programs_shared{0};
+  // Hot light programs compiled again at full effort in the background (compile.h).
+  std::atomic<int64_t> programs_upgraded{0};
   std::atomic<int64_t> disk_cache_hits{0};
   std::atomic<int64_t> disk_cache_misses{0};
   // Of the hits, those reached from a typed signature (no lowering or printing: compile.h).

@@ -1,7 +1,9 @@
-"""Compile effort matched to the program (TORCHTPU_LIGHT_COMPILE=1, runtime::effort_for): small
-eager op programs compile at a low XLA backend optimization level, large ones and compiled graphs
-at full effort. The rule shows in the compile log ("[light]"); results match the CPU either way.
-Variables are read once per process, so each case runs a fresh interpreter.
+"""Compile effort matched to the program (TORCHTPU_LIGHT_COMPILE=1, opt-in; runtime::effort_for): small eager op programs compile first at a low XLA backend optimization
+level, large ones and compiled graphs at full effort, and a light program that has launched
+TORCHTPU_LIGHT_COMPILE_UPGRADE_AFTER times compiles again at full effort in the background
+(Program::upgrade_when_hot). The rule shows in the compile log ("[light]", "[upgrade]"); results
+match the CPU either way. Variables are read once per process, so each case runs a fresh
+interpreter.
 """
 
 from __future__ import annotations
@@ -64,6 +66,66 @@ def test_light_compiles_only_small_eager_programs(run_python):
 def test_light_compile_off_by_default(run_python):
     logged = run(run_python)
     assert logged and not any(is_light for _, is_light in logged), logged
+
+
+UPGRADE = r"""
+import json, torch, torchtpu
+torch.manual_seed(0)
+x = torch.randn(64, 32)
+t = x.to("tpu")
+light = [torch.tanh(t * 1.5 + 0.25).cpu() for _ in range(10)]
+torchtpu.finish_background_compiles()
+upgraded = torchtpu.metrics()["programs_upgraded"]
+full = [torch.tanh(t * 1.5 + 0.25).cpu() for _ in range(3)]
+want = torch.tanh(x * 1.5 + 0.25)
+# A light and a full program may differ in the last bits (an FMA the full one forms): close to
+# each other and to the CPU, each stable over its own calls.
+print("RESULT " + json.dumps({
+    "upgraded": upgraded,
+    "stable": all(torch.equal(a, light[0]) for a in light) and
+              all(torch.equal(a, full[0]) for a in full),
+    "close": bool(torch.allclose(full[0], light[0], rtol=1e-6, atol=1e-6)) and
+             bool(torch.allclose(full[0], want, rtol=1e-5, atol=1e-6)),
+}))
+"""
+
+
+def _upgrade_run(run_python, **env):
+    r = run_python(UPGRADE, timeout=600, TORCHTPU_CACHE="0", TORCHTPU_LOG_COMPILES="1",
+                   TORCHTPU_LIGHT_COMPILE="1", **env)
+    line = [x for x in r.stdout.splitlines() if x.startswith("RESULT ")][-1]
+    return json.loads(line[len("RESULT "):]), r.stderr
+
+
+def test_hot_light_programs_upgrade_to_full_effort_with_the_same_values(run_python):
+    result, stderr = _upgrade_run(run_python)
+    # mul, add and tanh each launched 10 times (more than 8): each upgraded once.
+    assert result["upgraded"] >= 3, (result, stderr[-3000:])
+    upgrades = [line for line in stderr.splitlines() if line.endswith("[upgrade]")]
+    assert any("aten::tanh" in line and "upgrading to full effort" in line
+               for line in upgrades), stderr[-3000:]
+    assert result["stable"] and result["close"], result
+
+
+def test_light_programs_stay_light_when_upgrades_are_off(run_python):
+    result, stderr = _upgrade_run(run_python, TORCHTPU_LIGHT_COMPILE_UPGRADE_AFTER="0")
+    assert result["upgraded"] == 0, result
+    assert not [line for line in stderr.splitlines() if line.endswith("[upgrade]")]
+    assert result["stable"] and result["close"], result
+
+
+def test_exit_with_queued_upgrades_is_clean(run_python):
+    # Hot programs queue their upgrades, which wait for a quiet pool. Exit drops the queued ones
+    # and waits for a running one: no compile may still be inside the plugin while exit()
+    # destroys its statics (issue 32's SIGABRT/SIGSEGV).
+    code = ("import torch, torchtpu\n"
+            "t = torch.randn(64, 32).to('tpu')\n"
+            "for _ in range(12): u = torch.tanh(t * 1.5 + 0.25)\n"
+            "print('SUM', float(u.sum()))\n")
+    for _ in range(3):
+        r = run_python(code, timeout=120, TORCHTPU_CACHE="0", TORCHTPU_LIGHT_COMPILE="1")
+        assert r.returncode == 0 and "SUM" in r.stdout, r.stderr[-2000:]
+        assert "LLVM ERROR" not in r.stderr
 
 
 def test_light_compile_threshold(run_python):
