@@ -9,9 +9,11 @@
 namespace torchtpu::device {
 namespace {
 
-// Above this (256 KiB of float32) the ladder takes eight steps per power of two, so a large
+// Above this (1 MiB of float32) the ladder takes eight steps per power of two, so a large
 // storage pads by under 1/8: below it a storage pads by under 2x, which is at most this much.
-constexpr int64_t kFineFrom = int64_t{1} << 16;
+// A model's parameters pad alike whether this is 2^16 or 2^18 (its matrices are larger, its
+// vectors smaller: BERT-base 1.9%, GPT-2 3.5%; 22.6% and 8.2% from 2^20).
+constexpr int64_t kFineFrom = int64_t{1} << 18;
 
 int64_t read_min() {
   int64_t min = config::positive_int("TORCHTPU_SIZE_BUCKET_MIN", 4096, int64_t{1} << 30);

@@ -6,8 +6,8 @@
 // nothing reads them as data (views, numel, host copies, serialization see n elements).
 //
 // The ladder: TORCHTPU_SIZE_BUCKET_MIN elements (a power of two, default 4096) for anything
-// smaller, then powers of two up to 2^16 elements, then eight steps per power of two, so the
-// padding of a storage stays under 2x (and 256 KiB of float32) for small ones and under 1/8 for
+// smaller, then powers of two up to 2^18 elements, then eight steps per power of two, so the
+// padding of a storage stays under 2x (and 1 MiB of float32) for small ones and under 1/8 for
 // large ones.
 #pragma once
 
