@@ -35,7 +35,7 @@ const std::vector<Variable>& variables() {
        "with size buckets: smaller storages keep their size, smaller results run exact programs"},
       {"TORCHTPU_SIZE_GENERIC_VIEW_MIN_ELEMENTS", "never",
        "with size buckets: elementwise results over strided views this large run size-generic "
-       "programs (fewer programs, 2.5-4x slower per call on XLA:CPU)"},
+       "programs (fewer programs, 1.6-5x slower per call on XLA:CPU)"},
       {"TORCHTPU_LIGHT_COMPILE", "0",
        "1: small eager op programs compile first at a low XLA backend optimization level, and "
        "again at full effort once hot (results may differ in the last bits between the two)"},
