@@ -241,19 +241,18 @@ pjrt::ExecuteResult Program::execute(PJRT_Buffer* const* args, size_t num_args,
   }
 }
 
-int light_compile_level_for(const std::string& platform) {
-  // Opt-in everywhere. Light programs upgrade to full effort once hot (Program::upgrade_when_hot),
-  // so a loop's steady state keeps full speed, but on XLA:CPU a light and a full program of the
-  // same op can differ in the last bits (a multiply-add the full one fuses into an FMA: addcmul,
-  // lerp, tanh, erf, gelu, rsqrt, layer_norm), so when an op's results change would depend on
-  // when its upgrade lands: not a default. (`platform` is for a platform measured otherwise.)
-  (void)platform;
-  return config::flag("TORCHTPU_LIGHT_COMPILE", false)
-             ? std::stoi(config::choice("TORCHTPU_LIGHT_COMPILE_LEVEL", {"0", "1"}, "0"))
-             : -1;
+int light_compile_level() {
+  // Opt-in. Light programs upgrade to full effort once hot (Program::upgrade_when_hot), so a
+  // loop's steady state keeps full speed, but on XLA:CPU a light and a full program of the same
+  // op can differ in the last bits (a multiply-add the full one fuses into an FMA: addcmul, lerp,
+  // tanh, erf, gelu, rsqrt, layer_norm), so when an op's results change would depend on when its
+  // upgrade lands: not a default.
+  static const int level =
+      config::flag("TORCHTPU_LIGHT_COMPILE", false)
+          ? std::stoi(config::choice("TORCHTPU_LIGHT_COMPILE_LEVEL", {"0", "1"}, "0"))
+          : -1;
+  return level;
 }
-
-int light_compile_level() { return get().light_compile_level(); }
 
 int64_t light_upgrade_after() {
   static const int64_t n = [] {
@@ -414,10 +413,6 @@ std::shared_ptr<Program> compile_program_async(std::string mlir, std::string sig
                                                std::string why, size_t num_outputs,
                                                std::string recipe, std::string recipe_metadata,
                                                std::string compile_options, Effort effort) {
-  // Light programs of eager ops upgrade once hot (Program::upgrade_when_hot). Only with the
-  // pool: synchronous compiles (debugging) keep what they compiled.
-  const bool tiered = effort == Effort::kLight && compile_options.empty() &&
-                      light_upgrade_after() > 0 && async_compile();
   if (!async_compile()) {
     std::shared_ptr<Program> program =
         compile_program(mlir, signature, why, compile_options, effort);
@@ -425,7 +420,11 @@ std::shared_ptr<Program> compile_program_async(std::string mlir, std::string sig
     return program;
   }
   auto program = std::make_shared<Program>(std::move(signature), num_outputs);
-  if (tiered) program->upgrade_when_hot(mlir);
+  // Light programs of eager ops upgrade once hot (Program::upgrade_when_hot). Only with the
+  // pool: synchronous compiles (debugging, above) keep what they compiled.
+  if (effort == Effort::kLight && compile_options.empty() && light_upgrade_after() > 0) {
+    program->upgrade_when_hot(mlir);
+  }
   // Taken here, in the host's program order, not by whichever pool thread starts first.
   const bool injected = take_injected_failure();
   submit_compile([program, mlir = std::move(mlir), why = std::move(why), recipe = std::move(recipe),

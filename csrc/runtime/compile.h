@@ -33,8 +33,6 @@ class Program : public std::enable_shared_from_this<Program> {
   // background, once the program has launched light_upgrade_after() times; later launches run
   // the full-effort executable. Called before the program is handed out.
   void upgrade_when_hot(std::string mlir) { upgrade_mlir_ = std::move(mlir); }
-  // Whether launches now run the full-effort executable of upgrade_when_hot.
-  bool upgraded() const { return upgraded_.load(std::memory_order_acquire); }
   // One atomic load: the launch fast path asks it for every op.
   bool ready() const { return state_.load(std::memory_order_acquire) == kReady; }
   bool failed() const { return state_.load(std::memory_order_acquire) == kFailed; }
@@ -79,10 +77,8 @@ enum class Effort { kFull, kLight };
 enum class ProgramClass { kEagerOp, kGraph, kCustom };
 Effort effort_for(ProgramClass cls, int64_t largest_elements);
 // The xla_backend_optimization_level of light compiles (TORCHTPU_LIGHT_COMPILE_LEVEL), or -1 when
-// light compiles are off (TORCHTPU_LIGHT_COMPILE, opt-in). light_compile_level_for decides it
-// once, at runtime creation.
+// light compiles are off (TORCHTPU_LIGHT_COMPILE, opt-in).
 int light_compile_level();
-int light_compile_level_for(const std::string& platform);
 // The largest array of an eager op that compiles light (TORCHTPU_LIGHT_COMPILE_MAX_ELEMENTS).
 int64_t light_compile_max_elements();
 // Launches after which a light program compiles again at full effort in the background

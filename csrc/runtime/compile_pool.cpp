@@ -82,16 +82,22 @@ void worker() {
   }
 }
 
-void drain_at_exit() {
-  if (pjrt::in_forked_child()) return;  // the parent's threads do not exist here
-  exiting.store(true, std::memory_order_release);
-  {
-    Pool& p = pool();
-    std::lock_guard<std::mutex> g(p.mutex);
-    p.background.clear();
+void drain_at_exit() { finish_compiles_for_exit(); }
+
+// Queues `task` on `queue` (one of the pool's), starting a thread when all are busy.
+void enqueue(std::deque<std::function<void()>> Pool::*queue, std::function<void()> task) {
+  Pool& p = pool();
+  static const bool registered = std::atexit(drain_at_exit) == 0;
+  (void)registered;
+  std::lock_guard<std::mutex> g(p.mutex);
+  (p.*queue).push_back(std::move(task));
+  if (queue == &Pool::tasks) p.last_foreground = std::chrono::steady_clock::now();
+  // Threads start as work arrives, up to the bound: a process that never misses starts none.
+  if (p.threads < max_threads() && p.threads < p.tasks.size() + p.background.size() + p.running) {
+    ++p.threads;
+    std::thread(worker).detach();
   }
-  hold_compiles(false);
-  wait_for_compiles();
+  p.work.notify_one();
 }
 
 }  // namespace
@@ -106,32 +112,12 @@ void submit_compile(std::function<void()> task) {
     task();
     return;
   }
-  Pool& p = pool();
-  static const bool registered = std::atexit(drain_at_exit) == 0;
-  (void)registered;
-  std::lock_guard<std::mutex> g(p.mutex);
-  p.tasks.push_back(std::move(task));
-  p.last_foreground = std::chrono::steady_clock::now();
-  // Threads start as work arrives, up to the bound: a process that never misses starts none.
-  if (p.threads < max_threads() && p.threads < p.tasks.size() + p.running) {
-    ++p.threads;
-    std::thread(worker).detach();
-  }
-  p.work.notify_one();
+  enqueue(&Pool::tasks, std::move(task));
 }
 
 void submit_background_compile(std::function<void()> task) {
   if (exiting.load(std::memory_order_acquire) || !async_compile()) return;
-  Pool& p = pool();
-  static const bool registered = std::atexit(drain_at_exit) == 0;
-  (void)registered;
-  std::lock_guard<std::mutex> g(p.mutex);
-  p.background.push_back(std::move(task));
-  if (p.threads < max_threads() && p.threads < p.tasks.size() + p.background.size() + p.running) {
-    ++p.threads;
-    std::thread(worker).detach();
-  }
-  p.work.notify_one();
+  enqueue(&Pool::background, std::move(task));
 }
 
 void finish_background_compiles() {

@@ -298,8 +298,7 @@ Runtime& get() {
         rt->platform_ = rt->client_->platform_name();
         rt->plugin_path_ = configured_path;
         rt->compile_options_ = pjrt::portable_compile_options();
-        const int level = light_compile_level_for(rt->platform_);
-        rt->light_level_ = level;
+        const int level = light_compile_level();
         rt->light_compile_options_ =
             level < 0 ? rt->compile_options_
                       : pjrt::portable_compile_options({pjrt::OptionOverride::integer(

@@ -27,8 +27,6 @@ class Runtime {
   const std::string& compile_options() const { return compile_options_; }
   // The options of a light compile (runtime/compile.h, Effort::kLight).
   const std::string& light_compile_options() const { return light_compile_options_; }
-  // Its xla_backend_optimization_level, or -1 when no program compiles light.
-  int light_compile_level() const { return light_level_; }
 
  private:
   friend Runtime& get();
@@ -38,7 +36,6 @@ class Runtime {
   std::string plugin_path_;
   std::string compile_options_;
   std::string light_compile_options_;
-  int light_level_ = -1;
   int first_local_ = 0;
   int device_count_ = 0;
 };
