@@ -22,11 +22,13 @@ dims), identical modules met under another signature (found in the cache, not co
 compile time percentiles and the op families that cost most.
 
 With --variants every round also runs tpu cold and warm under each named variant (issue 28), on a
-cache of its own, each naming both switches: `exact` (neither: one program per shape, all at
+cache of its own, each naming every switch: `exact` (neither: one program per shape, all at
 full effort, the state before issue 28), `buckets` (TORCHTPU_SIZE_BUCKETS=1: size buckets and
 size-generic elementwise programs), `light` (TORCHTPU_LIGHT_COMPILE=1: small eager op programs
-compile first at a low XLA optimization level, at full effort once hot) and `buckets+light`
-(XLA:CPU's default); with --profile each variant's cold run is profiled too. With --pin-threads every child (CPU
+compile first at a low XLA optimization level, at full effort once hot), `buckets+light`, and
+`buckets+quick` (XLA:CPU's default: TORCHTPU_QUICK_COMPILE=1, small eager op programs that reduce
+nothing compile first with XLA's elemental emitters, at full effort once hot); with --profile
+each variant's cold run is profiled too. With --pin-threads every child (CPU
 and tpu) calls torch.set_num_threads(1) with OMP_NUM_THREADS=1 before its workload.
 
 What the figures include: `workload_s` runs from after `import torch` (and torchtpu) to the last
@@ -132,7 +134,7 @@ print("RESULT " + json.dumps(result))
 def run_child(device: str, workload: str, cache_dir: str | None, **extra_env: str) -> dict:
     env = dict(os.environ)
     for k in ("TORCHTPU_LOG_COMPILES", "TORCHTPU_DUMP_MLIR", "TPU_LAUNCH_BLOCKING",
-              "TORCHTPU_SIZE_BUCKETS", "TORCHTPU_LIGHT_COMPILE"):
+              "TORCHTPU_SIZE_BUCKETS", "TORCHTPU_LIGHT_COMPILE", "TORCHTPU_QUICK_COMPILE"):
         env.pop(k, None)
     if PIN_THREADS:
         env.update(COLD_START_PIN_THREADS="1", OMP_NUM_THREADS="1")
@@ -155,10 +157,16 @@ def run_child(device: str, workload: str, cache_dir: str | None, **extra_env: st
 
 PIN_THREADS = False
 VARIANTS = {
-    "exact": {"TORCHTPU_SIZE_BUCKETS": "0", "TORCHTPU_LIGHT_COMPILE": "0"},
-    "buckets": {"TORCHTPU_SIZE_BUCKETS": "1", "TORCHTPU_LIGHT_COMPILE": "0"},
-    "light": {"TORCHTPU_SIZE_BUCKETS": "0", "TORCHTPU_LIGHT_COMPILE": "1"},
-    "buckets+light": {"TORCHTPU_SIZE_BUCKETS": "1", "TORCHTPU_LIGHT_COMPILE": "1"},
+    "exact": {"TORCHTPU_SIZE_BUCKETS": "0", "TORCHTPU_LIGHT_COMPILE": "0",
+              "TORCHTPU_QUICK_COMPILE": "0"},
+    "buckets": {"TORCHTPU_SIZE_BUCKETS": "1", "TORCHTPU_LIGHT_COMPILE": "0",
+                "TORCHTPU_QUICK_COMPILE": "0"},
+    "light": {"TORCHTPU_SIZE_BUCKETS": "0", "TORCHTPU_LIGHT_COMPILE": "1",
+              "TORCHTPU_QUICK_COMPILE": "0"},
+    "buckets+light": {"TORCHTPU_SIZE_BUCKETS": "1", "TORCHTPU_LIGHT_COMPILE": "1",
+                      "TORCHTPU_QUICK_COMPILE": "0"},
+    "buckets+quick": {"TORCHTPU_SIZE_BUCKETS": "1", "TORCHTPU_LIGHT_COMPILE": "0",
+                      "TORCHTPU_QUICK_COMPILE": "1"},
 }
 INCLUDES = {
     "llama": "workload_s: import transformers, build a 2-layer Llama, 3 AdamW steps (seq 16/32/64)"
@@ -172,7 +180,8 @@ def compile_profile(workload: str, cache_dir: str, variant: str = "") -> dict:
     """A cold run's compile log, summarized (see --profile)."""
     r = run_child("tpu", workload, cache_dir, TORCHTPU_LOG_COMPILES="1",
                   **VARIANTS.get(variant, {}))
-    compiled = re.compile(r"^torchtpu: compiled (.*) in ([0-9.]+) ms \((.*)\)( \[light\])?$")
+    compiled = re.compile(
+        r"^torchtpu: compiled (.*) in ([0-9.]+) ms \((.*)\)(?: \[(light|quick)\])?$")
     loaded = re.compile(r"^torchtpu: loaded (.*) from the disk cache in ([0-9.]+) ms")
     times, sigs, by_op, shared = [], collections.Counter(), collections.defaultdict(float), 0
     by_class = collections.defaultdict(lambda: [0, 0.0])  # eager op / graph, light / full
@@ -184,7 +193,7 @@ def compile_profile(workload: str, cache_dir: str, variant: str = "") -> dict:
             sigs[m.group(1)] += 1
             by_op[m.group(1).split("(")[0]] += ms
             cls = ("eager" if m.group(1).startswith("aten::") else "graph") + (
-                "_light" if m.group(4) else "_full")
+                "_" + (m.group(4) or "full"))
             by_class[cls][0] += 1
             by_class[cls][1] += ms / 1000
         elif loaded.match(line):

@@ -40,11 +40,14 @@ const std::vector<Variable>& variables() {
        "1: small eager op programs compile first at a low XLA backend optimization level, and "
        "again at full effort once hot (results may differ in the last bits between the two)"},
       {"TORCHTPU_LIGHT_COMPILE_LEVEL", "0", "xla_backend_optimization_level of light compiles"},
+      {"TORCHTPU_QUICK_COMPILE", "1",
+       "XLA:CPU: small eager op programs that reduce nothing compile first with XLA's elemental "
+       "emitters (20-35% less compile time, the same values), and again at full effort once hot"},
       {"TORCHTPU_LIGHT_COMPILE_MAX_ELEMENTS", "65536",
-       "largest array of an eager op program that compiles light"},
+       "largest array of an eager op program that compiles light or quick"},
       {"TORCHTPU_LIGHT_COMPILE_UPGRADE_AFTER", "8",
-       "launches after which a light program compiles again at full effort in the background "
-       "(0: never)"},
+       "launches after which a light or quick program compiles again at full effort in the "
+       "background (0: never)"},
       {"TORCHTPU_PROGRAM_CACHE_MAX_ENTRIES", "4096", "programs kept in memory (least recent go)"},
       {"TORCHTPU_CACHE", "1", "0: no on-disk compilation cache"},
       {"TORCHTPU_CACHE_DIR", "~/.cache/torchtpu", "folder of the on-disk compilation cache"},

@@ -526,10 +526,11 @@ std::shared_ptr<Entry> build_entry(const OpPlan& plan, const c10::OperatorHandle
   }
   for (const TensorType& t : built->out_types)
     largest = std::max(largest, lowering::numel_of(t.shape));
+  const runtime::Effort effort =
+      runtime::effort_for(runtime::ProgramClass::kEagerOp, largest, text);
   built->program = runtime::compile_program_async(
       std::move(text), std::move(signature), std::move(why), num_outputs, recipe,
-      std::move(metadata), exec::compile_options_of(*built),
-      runtime::effort_for(runtime::ProgramClass::kEagerOp, largest));
+      std::move(metadata), exec::compile_options_of(*built), effort);
   return built;
 }
 

@@ -206,7 +206,7 @@ const pjrt::Executable& Program::launched() const {
 
 void Program::upgrade() const {
   // Hot: the same module at full effort, when the pool has nothing else to do. A failure keeps
-  // the light executable, which computes the same values.
+  // the light or quick executable, which computes the same values.
   submit_background_compile([self = shared_from_this()] {
     try {
       std::shared_ptr<Program> full = compile_program(
@@ -217,7 +217,7 @@ void Program::upgrade() const {
       self->upgraded_.store(true, std::memory_order_release);
     } catch (const std::exception& e) {
       if (log_compiles()) {
-        std::fprintf(stderr, "torchtpu: upgrading %s failed; it stays light: %s\n",
+        std::fprintf(stderr, "torchtpu: upgrading %s failed; it stays as first compiled: %s\n",
                      self->signature_.c_str(), e.what());
       }
     }
@@ -269,21 +269,78 @@ int64_t light_compile_max_elements() {
   return max_elements;
 }
 
-Effort effort_for(ProgramClass cls, int64_t largest_elements) {
-  return cls == ProgramClass::kEagerOp && light_compile_level() >= 0 &&
-                 largest_elements <= light_compile_max_elements()
-             ? Effort::kLight
-             : Effort::kFull;
+bool quick_compile() {
+  static const bool on = config::flag("TORCHTPU_QUICK_COMPILE", true);
+  return on;
+}
+
+namespace {
+
+// Whether every op of a module is one whose values XLA:CPU's elemental and fusion emitters were
+// measured to compute bit for bit alike: elementwise math, casts, broadcasts, slices, pads,
+// concatenations, gathers and dots, each run by tests/python/test_compile_effort.py's bits test
+// (keep the two lists together). Reductions are not (their summation order: an nll_loss differed
+// in the last bit), nor is tan, nor any op never checked (scatter, sort, loops, custom calls,
+// collectives): a program with one compiles at full effort, so a quick program's values never
+// change when it upgrades. The element types are checked alike.
+bool emitters_agree_on(const std::string& mlir) {
+  static const std::unordered_set<std::string> kAgree = {
+      // stablehlo.*
+      "abs", "add", "and", "atan2", "broadcast_in_dim", "ceil", "compare", "concatenate",
+      "constant", "convert", "cosine", "divide", "dot", "dot_general", "dynamic_slice",
+      "dynamic_update_slice", "exponential", "exponential_minus_one", "floor", "gather", "iota",
+      "log", "log_plus_one", "logistic", "maximum", "minimum", "multiply", "negate", "not", "or",
+      "pad", "power", "remainder", "reshape", "reverse", "round_nearest_even", "rsqrt", "select",
+      "sign", "sine", "slice", "sqrt", "subtract", "tanh", "transpose", "xor",
+      // chlo.* (decomposed into the elementwise ops above before either emitter runs)
+      "chlo.asinh", "chlo.atan", "chlo.erf", "chlo.erf_inv", "chlo.erfc"};
+  // Nor do they on every element type: casts to and from float8 round differently
+  // (tests/python/test_float8.py), and complex and sub-byte types were never checked.
+  static const char* const kUnchecked[] = {"f8E",   "f4E",   "f6E",  "complex<", "xi4>",  "<i4>",
+                                           "xui4>", "<ui4>", "xi2>", "<i2>",     "xui2>", "<ui2>"};
+  for (const char* type : kUnchecked) {
+    if (mlir.find(type) != std::string::npos) return false;
+  }
+  // Op names are quoted (the generic form the builder prints): "stablehlo.add"(...).
+  for (size_t at = mlir.find('"'); at != std::string::npos; at = mlir.find('"', at + 1)) {
+    const size_t close = mlir.find('"', at + 1);
+    if (close == std::string::npos) break;
+    const std::string name = mlir.substr(at + 1, close - at - 1);
+    at = close;
+    if (name.rfind("func.", 0) == 0) continue;
+    if (name.rfind("stablehlo.", 0) == 0) {
+      if (!kAgree.count(name.substr(10))) return false;
+    } else if (name.rfind("chlo.", 0) == 0) {
+      if (!kAgree.count(name)) return false;
+    } else if (name.find('.') != std::string::npos &&
+               name.find_first_of(" {}[],=<>()") == std::string::npos) {
+      return false;  // another dialect's op
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+Effort effort_for(ProgramClass cls, int64_t largest_elements, const std::string& mlir) {
+  if (cls != ProgramClass::kEagerOp || largest_elements > light_compile_max_elements()) {
+    return Effort::kFull;
+  }
+  if (light_compile_level() >= 0) return Effort::kLight;
+  if (!get().quick_compile_options().empty() && emitters_agree_on(mlir)) return Effort::kQuick;
+  return Effort::kFull;
 }
 
 std::shared_ptr<Program> compile_program(const std::string& mlir, const std::string& signature,
                                          const std::string& why, const std::string& compile_options,
-                                         Effort effort, bool upgrade) {
+                                         Effort requested, bool upgrade) {
   Runtime& rt = get();
+  const Effort effort = compile_options.empty() ? requested : Effort::kFull;
   // Explicit options (a program with collectives, or one compiled deterministic) are used as
   // given, at full effort; else the effort picks.
   const std::string& options = !compile_options.empty()   ? compile_options
                                : effort == Effort::kLight ? rt.light_compile_options()
+                               : effort == Effort::kQuick ? rt.quick_compile_options()
                                                           : rt.compile_options();
   trace::Scope traced(trace::Kind::kCompile, "tpu::compile", -1, 0, signature);
   // Memory miss -> identical module in memory -> disk -> compile. The key covers everything
@@ -371,9 +428,10 @@ std::shared_ptr<Program> compile_program(const std::string& mlir, const std::str
   if (log_compiles()) {
     std::fprintf(stderr, "torchtpu: compiled %s in %.1f ms (%s)%s\n", signature.c_str(), ns / 1e6,
                  why.c_str(),
-                 effort == Effort::kLight ? " [light]"
-                 : upgrade                ? " [upgrade]"
-                                          : "");
+                 effort == Effort::kLight   ? " [light]"
+                 : effort == Effort::kQuick ? " [quick]"
+                 : upgrade                  ? " [upgrade]"
+                                            : "");
   }
   if (dump_mlir()) std::fprintf(stderr, "%s\n", mlir.c_str());
   if (!key.empty() && disk_cache().enabled()) store_in_disk_cache(rt, key, *exe);
@@ -420,9 +478,9 @@ std::shared_ptr<Program> compile_program_async(std::string mlir, std::string sig
     return program;
   }
   auto program = std::make_shared<Program>(std::move(signature), num_outputs);
-  // Light programs of eager ops upgrade once hot (Program::upgrade_when_hot). Only with the
-  // pool: synchronous compiles (debugging, above) keep what they compiled.
-  if (effort == Effort::kLight && compile_options.empty() && light_upgrade_after() > 0) {
+  // Light and quick programs of eager ops upgrade once hot (Program::upgrade_when_hot). Only
+  // with the pool: synchronous compiles (debugging, above) keep what they compiled.
+  if (effort != Effort::kFull && compile_options.empty() && light_upgrade_after() > 0) {
     program->upgrade_when_hot(mlir);
   }
   // Taken here, in the host's program order, not by whichever pool thread starts first.
@@ -498,8 +556,9 @@ std::string recipe_key(const std::string& typed_signature) {
   // executable, so a restart with another threshold must not replay a light one for an op that
   // now compiles at full effort, or the other way round.
   const bool light = light_compile_level() >= 0;
-  put_field(fields, rt.light_compile_options() + std::to_string(light) +
-                        (light ? "|" + std::to_string(light_compile_max_elements()) : ""));
+  const bool quick = !rt.quick_compile_options().empty();
+  put_field(fields, rt.light_compile_options() + std::to_string(light) + std::to_string(quick) +
+                        (light || quick ? "|" + std::to_string(light_compile_max_elements()) : ""));
   put_field(fields, typed_signature);
   return to_hex(sha256(fields));
 }

@@ -29,7 +29,7 @@ class Program : public std::enable_shared_from_this<Program> {
   pjrt::ExecuteResult execute(PJRT_Buffer* const* args, size_t num_args, const pjrt::Device& device,
                               int launch_id = 0) const;
   const std::string& signature() const { return signature_; }
-  // Tiered compile: this (light) program's module compiles again at full effort, in the
+  // Tiered compile: this (light or quick) program's module compiles again at full effort, in the
   // background, once the program has launched light_upgrade_after() times; later launches run
   // the full-effort executable. Called before the program is handed out.
   void upgrade_when_hot(std::string mlir) { upgrade_mlir_ = std::move(mlir); }
@@ -69,20 +69,30 @@ class Program : public std::enable_shared_from_this<Program> {
 // How hard XLA works on a program. Compile time is most of a cold run's time, and an eager op's
 // program over a few thousand elements runs in microseconds whatever its code quality: those
 // compile light (XLA's backend at a low LLVM optimization level, about half the compile time on
-// XLA:CPU); large and whole-graph programs, whose run time matters, compile at full effort.
-enum class Effort { kFull, kLight };
+// XLA:CPU) or quick (XLA:CPU's elemental kernel emitters instead of its MLIR fusion emitters,
+// which build an MLIR context per compile: 20-35% less compile time, full LLVM optimization and
+// the same values wherever nothing is reduced); large and whole-graph programs, whose run time
+// matters, compile at full effort. Light and quick programs compile again at full effort once
+// hot (Program::upgrade_when_hot), so a loop's steady state runs full-effort code.
+enum class Effort { kFull, kLight, kQuick };
 // The rule, in one place: a single eager op's program whose largest array holds at most
-// TORCHTPU_LIGHT_COMPILE_MAX_ELEMENTS elements compiles light (TORCHTPU_LIGHT_COMPILE=1), any
-// other program (compiled graphs, large ops, custom modules) at full effort.
+// TORCHTPU_LIGHT_COMPILE_MAX_ELEMENTS elements compiles light (TORCHTPU_LIGHT_COMPILE=1), else
+// quick when every op of `mlir` is one XLA:CPU's two emitters compute alike (no reduction) and
+// the plugin is XLA:CPU (TORCHTPU_QUICK_COMPILE=1, the default); any other program (compiled
+// graphs, large ops, custom modules) at full effort.
 enum class ProgramClass { kEagerOp, kGraph, kCustom };
-Effort effort_for(ProgramClass cls, int64_t largest_elements);
+Effort effort_for(ProgramClass cls, int64_t largest_elements, const std::string& mlir);
 // The xla_backend_optimization_level of light compiles (TORCHTPU_LIGHT_COMPILE_LEVEL), or -1 when
 // light compiles are off (TORCHTPU_LIGHT_COMPILE, opt-in).
 int light_compile_level();
-// The largest array of an eager op that compiles light (TORCHTPU_LIGHT_COMPILE_MAX_ELEMENTS).
+// Whether quick compiles are on (TORCHTPU_QUICK_COMPILE, on by default; XLA:CPU only: other
+// plugins' XLA has no such option and compile these programs at full effort).
+bool quick_compile();
+// The largest array of an eager op that compiles light or quick
+// (TORCHTPU_LIGHT_COMPILE_MAX_ELEMENTS).
 int64_t light_compile_max_elements();
-// Launches after which a light program compiles again at full effort in the background
-// (TORCHTPU_LIGHT_COMPILE_UPGRADE_AFTER); 0: light programs stay light.
+// Launches after which a light or quick program compiles again at full effort in the background
+// (TORCHTPU_LIGHT_COMPILE_UPGRADE_AFTER); 0: they stay as first compiled.
 int64_t light_upgrade_after();
 
 // `signature` names what is compiled (op and argument structure), `why` why it missed the

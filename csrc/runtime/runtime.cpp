@@ -303,6 +303,11 @@ Runtime& get() {
             level < 0 ? rt->compile_options_
                       : pjrt::portable_compile_options({pjrt::OptionOverride::integer(
                             "xla_backend_optimization_level", level)});
+        // XLA:CPU's option: the CPU plugin reports platform "cpu" (other plugins refuse it).
+        if (quick_compile() && rt->platform_ == "cpu") {
+          rt->quick_compile_options_ =
+              pjrt::portable_compile_options({{"xla_cpu_use_fusion_emitters", false}});
+        }
         instance.store(rt.release(), std::memory_order_release);
         return *instance.load();
       } catch (const std::exception& e) {

@@ -27,6 +27,9 @@ class Runtime {
   const std::string& compile_options() const { return compile_options_; }
   // The options of a light compile (runtime/compile.h, Effort::kLight).
   const std::string& light_compile_options() const { return light_compile_options_; }
+  // The options of a quick compile (Effort::kQuick); empty where the plugin has none (not
+  // XLA:CPU) or quick compiles are off.
+  const std::string& quick_compile_options() const { return quick_compile_options_; }
 
  private:
   friend Runtime& get();
@@ -36,6 +39,7 @@ class Runtime {
   std::string plugin_path_;
   std::string compile_options_;
   std::string light_compile_options_;
+  std::string quick_compile_options_;
   int first_local_ = 0;
   int device_count_ = 0;
 };

@@ -1,15 +1,20 @@
-"""Compile effort matched to the program (TORCHTPU_LIGHT_COMPILE=1, opt-in; runtime::effort_for): small eager op programs compile first at a low XLA backend optimization
-level, large ones and compiled graphs at full effort, and a light program that has launched
-TORCHTPU_LIGHT_COMPILE_UPGRADE_AFTER times compiles again at full effort in the background
-(Program::upgrade_when_hot). The rule shows in the compile log ("[light]", "[upgrade]"); results
-match the CPU either way. Variables are read once per process, so each case runs a fresh
+"""Compile effort matched to the program (runtime::effort_for): small eager op programs compile
+first light (TORCHTPU_LIGHT_COMPILE=1, opt-in: a low XLA backend optimization level) or quick
+(TORCHTPU_QUICK_COMPILE, XLA:CPU's default for programs that reduce nothing: XLA's elemental
+emitters, the same bits), large ones and compiled graphs at full effort, and a light or quick
+program that has launched TORCHTPU_LIGHT_COMPILE_UPGRADE_AFTER times compiles again at full effort
+in the background (Program::upgrade_when_hot). The rule shows in the compile log ("[light]",
+"[quick]", "[upgrade]"); results match the CPU either way. Variables are read once per process, so each case runs a fresh
 interpreter.
 """
 
 from __future__ import annotations
 
 import json
+import pickle
 import re
+
+import torch
 
 CODE = r"""
 import json, torch, torchtpu
@@ -31,23 +36,32 @@ check("graph", f(small.to("tpu")), (small.sin() * 2 + 1).sum(0))
 print("RESULT " + json.dumps({"failures": failures}))
 """
 
-COMPILED = re.compile(r"^torchtpu: compiled (.+?)\(.* in [0-9.]+ ms \(.*\)( \[light\])?$")
+COMPILED = re.compile(r"^torchtpu: compiled (.+?)\(.* in [0-9.]+ ms \(.*\)(?: \[(light|quick)\])?$")
 
 
-def compiles(stderr: str) -> list[tuple[str, bool]]:
+def tagged(stderr: str) -> list[tuple[str, str]]:
+    """(op or graph name, "light" | "quick" | "full") of every compile logged."""
     out = []
     for line in stderr.splitlines():
         m = COMPILED.match(line)
         if m:
-            out.append((m.group(1), m.group(2) is not None))
+            out.append((m.group(1), m.group(2) or "full"))
     return out
 
 
-def run(run_python, **env) -> list[tuple[str, bool]]:
+def compiles(stderr: str) -> list[tuple[str, bool]]:
+    return [(name, tag == "light") for name, tag in tagged(stderr)]
+
+
+def run_logged(run_python, **env) -> str:
     r = run_python(CODE, timeout=600, TORCHTPU_CACHE="0", TORCHTPU_LOG_COMPILES="1", **env)
     line = [x for x in r.stdout.splitlines() if x.startswith("RESULT ")][-1]
     assert json.loads(line[len("RESULT "):])["failures"] == []
-    return compiles(r.stderr)
+    return r.stderr
+
+
+def run(run_python, **env) -> list[tuple[str, bool]]:
+    return compiles(run_logged(run_python, **env))
 
 
 def test_light_compiles_only_small_eager_programs(run_python):
@@ -160,3 +174,123 @@ def test_recipes_follow_the_light_compile_threshold(run_python, tmp_path):
     # Same threshold again: everything replays from the disk cache, nothing eager compiles.
     third = run_python(CODE, timeout=600, **cache)
     assert not [n for n, _ in compiles(third.stderr) if n.startswith("aten::")], third.stderr[-2000:]
+
+
+# ---- quick compiles (TORCHTPU_QUICK_COMPILE, XLA:CPU's default) ----
+
+
+def test_quick_compiles_are_small_eager_programs_that_reduce_nothing(run_python):
+    logged = tagged(run_logged(run_python))
+    quick = {name for name, tag in logged if tag == "quick"}
+    full = [name for name, tag in logged if tag == "full"]
+    assert not [name for name, tag in logged if tag == "light"], logged
+    # The small tanh, mul and add compile quick; the large tanh (131072 elements) at full effort.
+    assert {"aten::tanh", "aten::mul.Tensor", "aten::add.Tensor"} <= quick, logged
+    assert "aten::tanh" in full, logged
+    # Reductions never compile quick (their summation order may differ between XLA:CPU's
+    # emitters), whatever their size; nor does a compiled graph.
+    assert not quick & {"aten::sum.dim_IntList", "aten::_softmax"}, logged
+    assert any(name.startswith("aten::sum") for name in full), logged
+    assert any(not name.startswith("aten::") for name in full), logged
+    assert all(name.startswith("aten::") for name in quick), logged
+
+
+def test_quick_compile_off(run_python):
+    logged = tagged(run_logged(run_python, TORCHTPU_QUICK_COMPILE="0"))
+    assert logged and all(tag == "full" for _, tag in logged), logged
+
+
+# Ops whose programs compile quick, in float32 and bfloat16 where it applies: their values must be
+# the very bits of the full-effort programs (a quick program upgrades once hot, and a value never
+# changes with it). Odd sizes, so no kernel takes a vector-width-only path.
+BITS = r"""
+import pickle, torch, torchtpu
+import torch.nn.functional as F
+torch.manual_seed(0)
+a, b = torch.randn(37, 53), torch.randn(37, 53)
+c = torch.rand(37, 53) + 0.5
+i = torch.randperm(37)[:29]  # distinct rows: index_put_ has one answer
+def setitem(t, u):
+    t[3:20, 5:17] = u[:17, :12] * 2
+    return t
+def bits(x, y):
+    p, q = (x * 1000).int(), (y * 1000).int()
+    return torch.stack([p & q, p | q, p ^ q, ~p, p.remainder(7)])
+ops = {
+    "exp": lambda: a.exp(), "expm1": lambda: a.expm1(), "log": lambda: c.log(),
+    "log1p": lambda: c.log1p(), "tanh": lambda: a.tanh(), "sigmoid": lambda: a.sigmoid(),
+    "erf": lambda: a.erf(), "erfinv": lambda: (c - 1).erfinv(), "sin": lambda: a.sin(),
+    "cos": lambda: a.cos(), "tan": lambda: a.tan(), "atan": lambda: a.atan(),
+    "asinh": lambda: a.asinh(), "rsqrt": lambda: c.rsqrt(), "sqrt": lambda: c.sqrt(),
+    "gelu": lambda: F.gelu(a), "gelu_tanh": lambda: F.gelu(a, approximate="tanh"),
+    "silu": lambda: F.silu(a), "mish": lambda: F.mish(a), "softplus": lambda: F.softplus(a),
+    "elu": lambda: F.elu(a), "hardswish": lambda: F.hardswish(a),
+    "add_alpha": lambda: torch.add(a, b, alpha=0.3), "sub": lambda: a - b, "mul": lambda: a * b,
+    "div": lambda: a / c, "pow": lambda: c.pow(b), "atan2": lambda: torch.atan2(a, b),
+    "fmod": lambda: torch.fmod(a, c), "remainder": lambda: torch.remainder(a, c),
+    "hypot": lambda: torch.hypot(a, b), "maximum": lambda: torch.maximum(a, b),
+    "addcmul": lambda: torch.addcmul(a, b, c, value=0.3),
+    "addcdiv": lambda: torch.addcdiv(a, b, c, value=0.3), "lerp": lambda: torch.lerp(a, b, c),
+    "where": lambda: torch.where(a > 0, a, b), "clamp": lambda: a.clamp(-0.5, 0.7),
+    "bcast": lambda: a * b[:1] + c[:, :1], "to_bf16": lambda: a.to(torch.bfloat16),
+    "to_half": lambda: a.half(), "to_int": lambda: (a * 100).int(),
+    "bf16_mul_add": lambda: a.bfloat16() * b.bfloat16() + c.bfloat16(),
+    "bf16_gelu": lambda: F.gelu(a.bfloat16()), "half_tanh": lambda: a.half().tanh(),
+    "slice_add": lambda: a[:, 1::2] + b[:, 2::2], "transpose": lambda: a.t().contiguous(),
+    "cat": lambda: torch.cat([a, b], 1), "index_select": lambda: a.index_select(0, i),
+    "embedding": lambda: F.embedding(i, a), "mm": lambda: a @ b.t(),
+    "bmm": lambda: torch.bmm(a[None], b.t()[None]), "double": lambda: a.double().exp() * 3,
+    "floor": lambda: (a * 3).floor(), "ceil": lambda: (a * 3).ceil(),
+    "round": lambda: (a * 3).round(), "sign": lambda: a.sign(), "flip": lambda: a.flip(1),
+    "minimum": lambda: torch.minimum(a, b), "abs_neg": lambda: -a.abs(),
+    "slice_assign": lambda: a.clone().index_put_((i,), b[:29]),
+    "setitem": lambda: setitem(a.clone(), b), "bits": lambda: bits(a, b),
+}
+a, b, c, i = (t.to("tpu") for t in (a, b, c, i))
+pickle.dump({name: f().cpu() for name, f in ops.items()}, open(OUT, "wb"))
+"""
+
+
+def test_quick_programs_compute_the_bits_of_full_effort_ones(run_python, tmp_path):
+    results = {}
+    for quick in ("1", "0"):
+        out = tmp_path / f"quick{quick}.pkl"
+        r = run_python(f"OUT = {str(out)!r}\n" + BITS, timeout=600, TORCHTPU_CACHE="0",
+                       TORCHTPU_LOG_COMPILES="1", TORCHTPU_QUICK_COMPILE=quick,
+                       TORCHTPU_LIGHT_COMPILE_UPGRADE_AFTER="0")
+        results[quick] = pickle.loads(out.read_bytes())
+        if quick == "1":
+            quick_ops = {name for name, tag in tagged(r.stderr) if tag == "quick"}
+    # Most of these ops ran quick programs (an op lowering to a reduction does not).
+    assert len(quick_ops) >= 30, quick_ops
+    differ = [name for name in results["0"]
+              if not torch.equal(results["0"][name], results["1"][name])]
+    assert differ == [], differ
+
+
+QUICK_UPGRADE = r"""
+import json, torch, torchtpu
+torch.manual_seed(0)
+x = torch.randn(64, 32)
+t = x.to("tpu")
+first = [torch.tanh(t * 1.5 + 0.25).cpu() for _ in range(10)]
+torchtpu.finish_background_compiles()
+upgraded = torchtpu.metrics()["programs_upgraded"]
+later = [torch.tanh(t * 1.5 + 0.25).cpu() for _ in range(3)]
+print("RESULT " + json.dumps({
+    "upgraded": upgraded,
+    "same": all(torch.equal(a, first[0]) for a in first + later),
+    "close": bool(torch.allclose(later[0], torch.tanh(x * 1.5 + 0.25), rtol=1e-5, atol=1e-6)),
+}))
+"""
+
+
+def test_hot_quick_programs_upgrade_with_the_same_bits(run_python):
+    r = run_python(QUICK_UPGRADE, timeout=600, TORCHTPU_CACHE="0", TORCHTPU_LOG_COMPILES="1")
+    line = [x for x in r.stdout.splitlines() if x.startswith("RESULT ")][-1]
+    result = json.loads(line[len("RESULT "):])
+    # mul, add and tanh compiled quick, each launched 10 times: each upgraded once, and the
+    # upgraded program computes the quick one's very bits.
+    assert result["upgraded"] >= 3, (result, r.stderr[-3000:])
+    assert any("aten::tanh" in line and line.endswith("[quick]") for line in r.stderr.splitlines())
+    assert result["same"] and result["close"], result
