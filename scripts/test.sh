@@ -44,7 +44,8 @@ if [ $# -eq 0 ]; then
   isa_tests=(tests/python/test_float8.py tests/python/test_nonfinite.py
              tests/python/test_special.py tests/python/test_complex_ops.py
              tests/python/test_complex.py tests/python/test_elementwise.py
-             tests/python/test_linalg_shape.py tests/python/test_large_mean_statistics.py)
+             tests/python/test_linalg_shape.py tests/python/test_large_mean_statistics.py
+             tests/python/test_compile_effort.py::test_quick_programs_compute_the_bits_of_full_effort_ones)
   flags=" $(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | cut -d: -f2) "
   host=""
   below=()
