@@ -87,26 +87,28 @@ import json, torch, torchtpu
 torch.manual_seed(0)
 x = torch.randn(64, 32)
 t = x.to("tpu")
-light = [torch.tanh(t * 1.5 + 0.25).cpu() for _ in range(10)]
+first = [torch.tanh(t * 1.5 + 0.25).cpu() for _ in range(10)]
 torchtpu.finish_background_compiles()
 upgraded = torchtpu.metrics()["programs_upgraded"]
-full = [torch.tanh(t * 1.5 + 0.25).cpu() for _ in range(3)]
+later = [torch.tanh(t * 1.5 + 0.25).cpu() for _ in range(3)]
 want = torch.tanh(x * 1.5 + 0.25)
 # A light and a full program may differ in the last bits (an FMA the full one forms): close to
-# each other and to the CPU, each stable over its own calls.
+# each other and to the CPU, each stable over its own calls. A quick one computes the very bits
+# of the full one ("same").
 print("RESULT " + json.dumps({
     "upgraded": upgraded,
-    "stable": all(torch.equal(a, light[0]) for a in light) and
-              all(torch.equal(a, full[0]) for a in full),
-    "close": bool(torch.allclose(full[0], light[0], rtol=1e-6, atol=1e-6)) and
-             bool(torch.allclose(full[0], want, rtol=1e-5, atol=1e-6)),
+    "stable": all(torch.equal(a, first[0]) for a in first) and
+              all(torch.equal(a, later[0]) for a in later),
+    "same": all(torch.equal(a, first[0]) for a in first + later),
+    "close": bool(torch.allclose(later[0], first[0], rtol=1e-6, atol=1e-6)) and
+             bool(torch.allclose(later[0], want, rtol=1e-5, atol=1e-6)),
 }))
 """
 
 
-def _upgrade_run(run_python, **env):
+def _upgrade_run(run_python, light="1", **env):
     r = run_python(UPGRADE, timeout=600, TORCHTPU_CACHE="0", TORCHTPU_LOG_COMPILES="1",
-                   TORCHTPU_LIGHT_COMPILE="1", **env)
+                   TORCHTPU_LIGHT_COMPILE=light, **env)
     line = [x for x in r.stdout.splitlines() if x.startswith("RESULT ")][-1]
     return json.loads(line[len("RESULT "):]), r.stderr
 
@@ -268,29 +270,10 @@ def test_quick_programs_compute_the_bits_of_full_effort_ones(run_python, tmp_pat
     assert differ == [], differ
 
 
-QUICK_UPGRADE = r"""
-import json, torch, torchtpu
-torch.manual_seed(0)
-x = torch.randn(64, 32)
-t = x.to("tpu")
-first = [torch.tanh(t * 1.5 + 0.25).cpu() for _ in range(10)]
-torchtpu.finish_background_compiles()
-upgraded = torchtpu.metrics()["programs_upgraded"]
-later = [torch.tanh(t * 1.5 + 0.25).cpu() for _ in range(3)]
-print("RESULT " + json.dumps({
-    "upgraded": upgraded,
-    "same": all(torch.equal(a, first[0]) for a in first + later),
-    "close": bool(torch.allclose(later[0], torch.tanh(x * 1.5 + 0.25), rtol=1e-5, atol=1e-6)),
-}))
-"""
-
-
 def test_hot_quick_programs_upgrade_with_the_same_bits(run_python):
-    r = run_python(QUICK_UPGRADE, timeout=600, TORCHTPU_CACHE="0", TORCHTPU_LOG_COMPILES="1")
-    line = [x for x in r.stdout.splitlines() if x.startswith("RESULT ")][-1]
-    result = json.loads(line[len("RESULT "):])
+    result, stderr = _upgrade_run(run_python, light="0")
     # mul, add and tanh compiled quick, each launched 10 times: each upgraded once, and the
     # upgraded program computes the quick one's very bits.
-    assert result["upgraded"] >= 3, (result, r.stderr[-3000:])
-    assert any("aten::tanh" in line and line.endswith("[quick]") for line in r.stderr.splitlines())
+    assert result["upgraded"] >= 3, (result, stderr[-3000:])
+    assert any("aten::tanh" in line and line.endswith("[quick]") for line in stderr.splitlines())
     assert result["same"] and result["close"], result
