@@ -26,8 +26,10 @@ cache of its own, each naming every switch: `exact` (neither: one program per sh
 full effort, the state before issue 28), `buckets` (TORCHTPU_SIZE_BUCKETS=1: size buckets and
 size-generic elementwise programs), `light` (TORCHTPU_LIGHT_COMPILE=1: small eager op programs
 compile first at a low XLA optimization level, at full effort once hot), `buckets+light`, and
-`buckets+quick` (XLA:CPU's default: TORCHTPU_QUICK_COMPILE=1, small eager op programs that reduce
-nothing compile first with XLA's elemental emitters, at full effort once hot); with --profile
+`buckets+quick` (TORCHTPU_QUICK_COMPILE=1, small eager op programs that reduce nothing compile
+first with XLA's elemental emitters, at full effort once hot) and `buckets+quick-O0` (XLA:CPU's
+default: quick, and at LLVM level 0 those that sum no float product,
+TORCHTPU_QUICK_COMPILE_O0=1); with --profile
 each variant's cold run is profiled too. With --pin-threads every child (CPU
 and tpu) calls torch.set_num_threads(1) with OMP_NUM_THREADS=1 before its workload.
 
@@ -134,7 +136,8 @@ print("RESULT " + json.dumps(result))
 def run_child(device: str, workload: str, cache_dir: str | None, **extra_env: str) -> dict:
     env = dict(os.environ)
     for k in ("TORCHTPU_LOG_COMPILES", "TORCHTPU_DUMP_MLIR", "TPU_LAUNCH_BLOCKING",
-              "TORCHTPU_SIZE_BUCKETS", "TORCHTPU_LIGHT_COMPILE", "TORCHTPU_QUICK_COMPILE"):
+              "TORCHTPU_SIZE_BUCKETS", "TORCHTPU_LIGHT_COMPILE", "TORCHTPU_QUICK_COMPILE",
+              "TORCHTPU_QUICK_COMPILE_O0"):
         env.pop(k, None)
     if PIN_THREADS:
         env.update(COLD_START_PIN_THREADS="1", OMP_NUM_THREADS="1")
@@ -158,15 +161,17 @@ def run_child(device: str, workload: str, cache_dir: str | None, **extra_env: st
 PIN_THREADS = False
 VARIANTS = {
     "exact": {"TORCHTPU_SIZE_BUCKETS": "0", "TORCHTPU_LIGHT_COMPILE": "0",
-              "TORCHTPU_QUICK_COMPILE": "0"},
+              "TORCHTPU_QUICK_COMPILE": "0", "TORCHTPU_QUICK_COMPILE_O0": "0"},
     "buckets": {"TORCHTPU_SIZE_BUCKETS": "1", "TORCHTPU_LIGHT_COMPILE": "0",
-                "TORCHTPU_QUICK_COMPILE": "0"},
+                "TORCHTPU_QUICK_COMPILE": "0", "TORCHTPU_QUICK_COMPILE_O0": "0"},
     "light": {"TORCHTPU_SIZE_BUCKETS": "0", "TORCHTPU_LIGHT_COMPILE": "1",
-              "TORCHTPU_QUICK_COMPILE": "0"},
+              "TORCHTPU_QUICK_COMPILE": "0", "TORCHTPU_QUICK_COMPILE_O0": "0"},
     "buckets+light": {"TORCHTPU_SIZE_BUCKETS": "1", "TORCHTPU_LIGHT_COMPILE": "1",
-                      "TORCHTPU_QUICK_COMPILE": "0"},
+                      "TORCHTPU_QUICK_COMPILE": "0", "TORCHTPU_QUICK_COMPILE_O0": "0"},
     "buckets+quick": {"TORCHTPU_SIZE_BUCKETS": "1", "TORCHTPU_LIGHT_COMPILE": "0",
-                      "TORCHTPU_QUICK_COMPILE": "1"},
+                      "TORCHTPU_QUICK_COMPILE": "1", "TORCHTPU_QUICK_COMPILE_O0": "0"},
+    "buckets+quick-O0": {"TORCHTPU_SIZE_BUCKETS": "1", "TORCHTPU_LIGHT_COMPILE": "0",
+                         "TORCHTPU_QUICK_COMPILE": "1", "TORCHTPU_QUICK_COMPILE_O0": "1"},
 }
 INCLUDES = {
     "llama": "workload_s: import transformers, build a 2-layer Llama, 3 AdamW steps (seq 16/32/64)"
@@ -181,7 +186,7 @@ def compile_profile(workload: str, cache_dir: str, variant: str = "") -> dict:
     r = run_child("tpu", workload, cache_dir, TORCHTPU_LOG_COMPILES="1",
                   **VARIANTS.get(variant, {}))
     compiled = re.compile(
-        r"^torchtpu: compiled (.*) in ([0-9.]+) ms \((.*)\)(?: \[(light|quick)\])?$")
+        r"^torchtpu: compiled (.*) in ([0-9.]+) ms \((.*)\)(?: \[(light|quick|quick, O0)\])?$")
     loaded = re.compile(r"^torchtpu: loaded (.*) from the disk cache in ([0-9.]+) ms")
     times, sigs, by_op, shared = [], collections.Counter(), collections.defaultdict(float), 0
     by_class = collections.defaultdict(lambda: [0, 0.0])  # eager op / graph, light / full
@@ -193,7 +198,7 @@ def compile_profile(workload: str, cache_dir: str, variant: str = "") -> dict:
             sigs[m.group(1)] += 1
             by_op[m.group(1).split("(")[0]] += ms
             cls = ("eager" if m.group(1).startswith("aten::") else "graph") + (
-                "_" + (m.group(4) or "full"))
+                "_" + (m.group(4) or "full").replace(", ", "_"))
             by_class[cls][0] += 1
             by_class[cls][1] += ms / 1000
         elif loaded.match(line):

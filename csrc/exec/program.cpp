@@ -333,6 +333,7 @@ class Builder {
       case ArgDesc::Kind::kDefaultScalar:
         a.kind = LArg::Kind::kScalar;
         a.value = constant(v.toScalar(), lowering::to_element_type(d.dtype));
+        a.is_default = true;
         break;
       case ArgDesc::Kind::kConst:
         a.kind = LArg::Kind::kConst;

@@ -96,7 +96,11 @@ LoweringFn with_alpha(const char* stablehlo_op, bool reversed) {
     Value a = operand(ctx, reversed ? 1 : 0, ct);
     Value b = operand(ctx, reversed ? 0 : 1, ct);
     size_t alpha = ctx.index_of("alpha");
-    if (!ctx.is_none(alpha)) b = ctx.b.mul(b, operand(ctx, alpha, ct));
+    // The default alpha (1) multiplies nothing (XLA drops the product too): leaving it out keeps
+    // a plain add's module free of a product, which XLA:CPU's level-0 quick compile requires
+    // (runtime/compile_effort.cpp). Complex values keep it: (1+0i) * (inf+0i) is not inf+0i.
+    const bool unit_alpha = ctx.arg(alpha).is_default && !shlo::is_complex(ct);
+    if (!ctx.is_none(alpha) && !unit_alpha) b = ctx.b.mul(b, operand(ctx, alpha, ct));
     return {finish(ctx, ctx.b.binary(stablehlo_op, a, b))};
   };
 }

@@ -39,6 +39,9 @@ struct LArg {
   Value value;
   std::vector<std::optional<Value>> values;
   c10::IValue ivalue;  // kScalar: a sample value; kTensor: the eager input tensor (else None)
+  // kScalar: the schema's default value, a constant of the program (its value is structure:
+  // `ivalue` is that very value, not a sample).
+  bool is_default = false;
 };
 
 class LoweringContext {

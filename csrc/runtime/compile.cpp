@@ -241,96 +241,6 @@ pjrt::ExecuteResult Program::execute(PJRT_Buffer* const* args, size_t num_args,
   }
 }
 
-int light_compile_level() {
-  // Opt-in. Light programs upgrade to full effort once hot (Program::upgrade_when_hot), so a
-  // loop's steady state keeps full speed, but on XLA:CPU a light and a full program of the same
-  // op can differ in the last bits (a multiply-add the full one fuses into an FMA: addcmul, lerp,
-  // tanh, erf, gelu, rsqrt, layer_norm), so when an op's results change would depend on when its
-  // upgrade lands: not a default.
-  static const int level =
-      config::flag("TORCHTPU_LIGHT_COMPILE", false)
-          ? std::stoi(config::choice("TORCHTPU_LIGHT_COMPILE_LEVEL", {"0", "1"}, "0"))
-          : -1;
-  return level;
-}
-
-int64_t light_upgrade_after() {
-  static const int64_t n = [] {
-    const std::optional<std::string> v = config::raw("TORCHTPU_LIGHT_COMPILE_UPGRADE_AFTER");
-    if (v && *v == "0") return int64_t{0};
-    return config::positive_int("TORCHTPU_LIGHT_COMPILE_UPGRADE_AFTER", 8, int64_t{1} << 40);
-  }();
-  return n;
-}
-
-int64_t light_compile_max_elements() {
-  static const int64_t max_elements =
-      config::positive_int("TORCHTPU_LIGHT_COMPILE_MAX_ELEMENTS", 65536, int64_t{1} << 40);
-  return max_elements;
-}
-
-bool quick_compile() {
-  static const bool on = config::flag("TORCHTPU_QUICK_COMPILE", true);
-  return on;
-}
-
-namespace {
-
-// Whether every op of a module is one whose values XLA:CPU's elemental and fusion emitters were
-// measured to compute bit for bit alike: elementwise math, casts, broadcasts, slices, pads,
-// concatenations, gathers and dots, each run by tests/python/test_compile_effort.py's bits test
-// (keep the two lists together). Reductions are not (their summation order: an nll_loss differed
-// in the last bit), nor is tan, nor any op never checked (scatter, sort, loops, custom calls,
-// collectives): a program with one compiles at full effort, so a quick program's values never
-// change when it upgrades. Likewise for element types: only those the test covers.
-bool emitters_agree_on(const std::string& mlir) {
-  static const std::unordered_set<std::string> kAgree = {
-      // stablehlo.*
-      "abs", "add", "and", "atan2", "broadcast_in_dim", "ceil", "compare", "concatenate",
-      "constant", "convert", "cosine", "divide", "dot", "dot_general", "dynamic_slice",
-      "dynamic_update_slice", "exponential", "exponential_minus_one", "floor", "gather", "iota",
-      "log", "log_plus_one", "logistic", "maximum", "minimum", "multiply", "negate", "not", "or",
-      "pad", "power", "remainder", "reshape", "reverse", "round_nearest_even", "rsqrt", "select",
-      "sign", "sine", "slice", "sqrt", "subtract", "tanh", "transpose", "xor",
-      // chlo.* (decomposed into the elementwise ops above before either emitter runs)
-      "chlo.asinh", "chlo.atan", "chlo.erf", "chlo.erf_inv", "chlo.erfc"};
-  // Casts to and from float8 round differently under the two (tests/python/test_float8.py);
-  // complex and sub-byte types were never checked.
-  static const char* const kUnchecked[] = {"f8E",   "f4E",   "f6E",  "complex<", "xi4>",  "<i4>",
-                                           "xui4>", "<ui4>", "xi2>", "<i2>",     "xui2>", "<ui2>"};
-  for (const char* type : kUnchecked) {
-    if (mlir.find(type) != std::string::npos) return false;
-  }
-  // Op names are quoted (the generic form the builder prints): "stablehlo.add"(...).
-  for (size_t at = mlir.find('"'); at != std::string::npos; at = mlir.find('"', at + 1)) {
-    const size_t close = mlir.find('"', at + 1);
-    if (close == std::string::npos) break;
-    const std::string name = mlir.substr(at + 1, close - at - 1);
-    at = close;
-    if (name.rfind("func.", 0) == 0) continue;
-    if (name.rfind("stablehlo.", 0) == 0) {
-      if (!kAgree.count(name.substr(10))) return false;
-    } else if (name.rfind("chlo.", 0) == 0) {
-      if (!kAgree.count(name)) return false;
-    } else if (name.find('.') != std::string::npos &&
-               name.find_first_of(" {}[],=<>()") == std::string::npos) {
-      return false;  // another dialect's op
-    }
-  }
-  return true;
-}
-
-}  // namespace
-
-Effort effort_for(ProgramClass cls, int64_t largest_elements, const std::string& mlir) {
-  if (cls != ProgramClass::kEagerOp || largest_elements > light_compile_max_elements()) {
-    return Effort::kFull;
-  }
-  if (light_compile_level() >= 0) return Effort::kLight;
-  if (!get().quick_compile_options().empty() && emitters_agree_on(mlir)) return Effort::kQuick;
-  return Effort::kFull;
-}
-
 std::shared_ptr<Program> compile_program(const std::string& mlir, const std::string& signature,
                                          const std::string& why, const std::string& compile_options,
                                          Effort requested, bool upgrade) {
@@ -338,10 +248,11 @@ std::shared_ptr<Program> compile_program(const std::string& mlir, const std::str
   const Effort effort = compile_options.empty() ? requested : Effort::kFull;
   // Explicit options (a program with collectives, or one compiled deterministic) are used as
   // given, at full effort; else the effort picks.
-  const std::string& options = !compile_options.empty()   ? compile_options
-                               : effort == Effort::kLight ? rt.light_compile_options()
-                               : effort == Effort::kQuick ? rt.quick_compile_options()
-                                                          : rt.compile_options();
+  const std::string& options = !compile_options.empty()     ? compile_options
+                               : effort == Effort::kLight   ? rt.light_compile_options()
+                               : effort == Effort::kQuick   ? rt.quick_compile_options()
+                               : effort == Effort::kQuickO0 ? rt.quick_o0_compile_options()
+                                                            : rt.compile_options();
   trace::Scope traced(trace::Kind::kCompile, "tpu::compile", -1, 0, signature);
   // Memory miss -> identical module in memory -> disk -> compile. The key covers everything
   // that decides the executable.
@@ -428,10 +339,11 @@ std::shared_ptr<Program> compile_program(const std::string& mlir, const std::str
   if (log_compiles()) {
     std::fprintf(stderr, "torchtpu: compiled %s in %.1f ms (%s)%s\n", signature.c_str(), ns / 1e6,
                  why.c_str(),
-                 effort == Effort::kLight   ? " [light]"
-                 : effort == Effort::kQuick ? " [quick]"
-                 : upgrade                  ? " [upgrade]"
-                                            : "");
+                 effort == Effort::kLight     ? " [light]"
+                 : effort == Effort::kQuick   ? " [quick]"
+                 : effort == Effort::kQuickO0 ? " [quick, O0]"
+                 : upgrade                    ? " [upgrade]"
+                                              : "");
   }
   if (dump_mlir()) std::fprintf(stderr, "%s\n", mlir.c_str());
   if (!key.empty() && disk_cache().enabled()) store_in_disk_cache(rt, key, *exe);
@@ -557,7 +469,9 @@ std::string recipe_key(const std::string& typed_signature) {
   // now compiles at full effort, or the other way round.
   const bool light = light_compile_level() >= 0;
   const bool quick = !rt.quick_compile_options().empty();
+  const bool quick_o0 = !rt.quick_o0_compile_options().empty();
   put_field(fields, rt.light_compile_options() + std::to_string(light) + std::to_string(quick) +
+                        std::to_string(quick_o0) +
                         (light || quick ? "|" + std::to_string(light_compile_max_elements()) : ""));
   put_field(fields, typed_signature);
   return to_hex(sha256(fields));

@@ -71,15 +71,19 @@ class Program : public std::enable_shared_from_this<Program> {
 // compile light (XLA's backend at a low LLVM optimization level, about half the compile time on
 // XLA:CPU) or quick (XLA:CPU's elemental kernel emitters instead of its MLIR fusion emitters,
 // which build an MLIR context per compile: 20-35% less compile time, full LLVM optimization and
-// the same values wherever nothing is reduced); large and whole-graph programs, whose run time
-// matters, compile at full effort. Light and quick programs compile again at full effort once
-// hot (Program::upgrade_when_hot), so a loop's steady state runs full-effort code.
-enum class Effort { kFull, kLight, kQuick };
+// the same values wherever nothing is reduced), and quick at LLVM level 0 where no optimization
+// can change a value (Effort::kQuickO0: about 40% less than quick again); large and whole-graph
+// programs, whose run time matters, compile at full effort. Light and quick programs compile
+// again at full effort once hot (Program::upgrade_when_hot), so a loop's steady state runs
+// full-effort code.
+enum class Effort { kFull, kLight, kQuick, kQuickO0 };
 // The rule, in one place: a single eager op's program whose largest array holds at most
 // TORCHTPU_LIGHT_COMPILE_MAX_ELEMENTS elements compiles light (TORCHTPU_LIGHT_COMPILE=1), else
 // quick when every op of `mlir` is one XLA:CPU's two emitters compute alike (no reduction) and
-// the plugin is XLA:CPU (TORCHTPU_QUICK_COMPILE=1, the default); any other program (compiled
-// graphs, large ops, custom modules) at full effort.
+// the plugin is XLA:CPU (TORCHTPU_QUICK_COMPILE=1, the default), and of those quick at level 0
+// when every op rounds once per element and no float product reaches a sum
+// (TORCHTPU_QUICK_COMPILE_O0=1, the default); any other program (compiled graphs, large ops,
+// custom modules) at full effort.
 enum class ProgramClass { kEagerOp, kGraph, kCustom };
 Effort effort_for(ProgramClass cls, int64_t largest_elements, const std::string& mlir);
 // The xla_backend_optimization_level of light compiles (TORCHTPU_LIGHT_COMPILE_LEVEL), or -1 when
@@ -88,6 +92,9 @@ int light_compile_level();
 // Whether quick compiles are on (TORCHTPU_QUICK_COMPILE, on by default; XLA:CPU only: other
 // plugins' XLA has no such option and compile these programs at full effort).
 bool quick_compile();
+// Whether quick programs that level 0 computes alike compile at level 0 (TORCHTPU_QUICK_COMPILE_O0,
+// on by default).
+bool quick_compile_o0();
 // The largest array of an eager op that compiles light or quick
 // (TORCHTPU_LIGHT_COMPILE_MAX_ELEMENTS).
 int64_t light_compile_max_elements();

@@ -307,6 +307,11 @@ Runtime& get() {
         if (quick_compile() && rt->platform_ == "cpu") {
           rt->quick_compile_options_ =
               pjrt::portable_compile_options({{"xla_cpu_use_fusion_emitters", false}});
+          if (quick_compile_o0()) {
+            rt->quick_o0_compile_options_ = pjrt::portable_compile_options(
+                {{"xla_cpu_use_fusion_emitters", false},
+                 pjrt::OptionOverride::integer("xla_backend_optimization_level", 0)});
+          }
         }
         instance.store(rt.release(), std::memory_order_release);
         return *instance.load();

@@ -30,6 +30,9 @@ class Runtime {
   // The options of a quick compile (Effort::kQuick); empty where the plugin has none (not
   // XLA:CPU) or quick compiles are off.
   const std::string& quick_compile_options() const { return quick_compile_options_; }
+  // The options of a quick compile at LLVM optimization level 0 (Effort::kQuickO0); empty when
+  // quick compiles or TORCHTPU_QUICK_COMPILE_O0 are off.
+  const std::string& quick_o0_compile_options() const { return quick_o0_compile_options_; }
 
  private:
   friend Runtime& get();
@@ -40,6 +43,7 @@ class Runtime {
   std::string compile_options_;
   std::string light_compile_options_;
   std::string quick_compile_options_;
+  std::string quick_o0_compile_options_;
   int first_local_ = 0;
   int device_count_ = 0;
 };

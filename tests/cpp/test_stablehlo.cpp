@@ -340,6 +340,60 @@ TEST(InspectTest, CountsFloatAccumulatingScatters) {
   EXPECT_EQ(accumulating_float_scatters("module {}"), 0);
 }
 
+namespace {
+
+// A module of `body` over two 4x3 arguments of type `t`, returning its value.
+template <class Body>
+std::string module_of(ElementType t, Body body) {
+  ModuleBuilder m;
+  auto& f = m.main();
+  Value a = f.add_argument(TensorType(t, {4, 3}));
+  Value b = f.add_argument(TensorType(t, {4, 3}));
+  m.finish({body(f, a, b)});
+  return m.str();
+}
+
+}  // namespace
+
+// What LLVM may fuse into one multiply-add when it optimizes (XLA:CPU's level-0 programs do not):
+// a float product reaching a sum through ops that hand it on unrounded.
+TEST(InspectTest, FindsProductsThatMayFuseIntoSums) {
+  using F = FunctionBuilder;
+  const auto fuses = [](ElementType t, auto body) {
+    return product_may_fuse_into_sum(module_of(t, body));
+  };
+  EXPECT_TRUE(
+      fuses(ElementType::kF32, [](F& f, Value a, Value b) { return f.add(f.mul(a, b), b); }));
+  EXPECT_TRUE(fuses(ElementType::kBF16, [](F& f, Value a, Value b) {
+    return f.sub(b, f.neg(f.transpose(f.reshape(f.mul(a, b), {3, 4}), {1, 0})));
+  }));
+  EXPECT_TRUE(fuses(ElementType::kF32, [](F& f, Value a, Value b) {
+    return f.add(f.convert(f.mul(a, b), ElementType::kF64), f.convert(b, ElementType::kF64));
+  }));
+  EXPECT_TRUE(fuses(ElementType::kF32, [](F& f, Value a, Value b) {
+    Value zero = f.constant(0, TensorType(ElementType::kF32, {}));
+    return f.reduce_simple(f.mul(a, b), zero, {1}, "stablehlo.add");
+  }));
+  EXPECT_TRUE(fuses(ElementType::kF32, [](F& f, Value a, Value b) {
+    return f.add(f.dot_general(a, f.transpose(b, {1, 0}), {}, {}, {1}, {0},
+                               TensorType(ElementType::kF32, {4, 4})),
+                 f.constant(1, TensorType(ElementType::kF32, {4, 4})));
+  }));
+  // Rounded between (a divide, an exp, a max), or never summed: the same bits at any level.
+  EXPECT_FALSE(fuses(ElementType::kF32, [](F& f, Value a, Value b) {
+    return f.add(f.div(f.mul(a, b), b), f.max(f.mul(a, a), b));
+  }));
+  EXPECT_FALSE(fuses(ElementType::kF32,
+                     [](F& f, Value a, Value b) { return f.mul(f.add(a, b), f.sub(a, b)); }));
+  EXPECT_FALSE(fuses(ElementType::kF32, [](F& f, Value a, Value b) {
+    return f.add(f.unary("stablehlo.exponential", f.mul(a, b)), b);
+  }));
+  // Integer products are exact.
+  EXPECT_FALSE(
+      fuses(ElementType::kS32, [](F& f, Value a, Value b) { return f.add(f.mul(a, b), b); }));
+  EXPECT_FALSE(product_may_fuse_into_sum("module {}"));
+}
+
 // torch.set_float32_matmul_precision reaches every f32 product of the module, regions included,
 // and no product of another element type.
 TEST(TypedOpsTest, F32ProductsCarryTheModulePrecision) {

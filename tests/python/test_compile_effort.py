@@ -1,11 +1,12 @@
 """Compile effort matched to the program (runtime::effort_for): small eager op programs compile
 first light (TORCHTPU_LIGHT_COMPILE=1, opt-in: a low XLA backend optimization level) or quick
 (TORCHTPU_QUICK_COMPILE, XLA:CPU's default for programs that reduce nothing: XLA's elemental
-emitters, the same bits), large ones and compiled graphs at full effort, and a light or quick
+emitters, the same bits; at LLVM level 0 where no float product is summed,
+TORCHTPU_QUICK_COMPILE_O0), large ones and compiled graphs at full effort, and a light or quick
 program that has launched TORCHTPU_LIGHT_COMPILE_UPGRADE_AFTER times compiles again at full effort
 in the background (Program::upgrade_when_hot). The rule shows in the compile log ("[light]",
-"[quick]", "[upgrade]"); results match the CPU either way. Variables are read once per process, so each case runs a fresh
-interpreter.
+"[quick]", "[quick, O0]", "[upgrade]"); results match the CPU either way. Variables are read once
+per process, so each case runs a fresh interpreter.
 """
 
 from __future__ import annotations
@@ -36,16 +37,18 @@ check("graph", f(small.to("tpu")), (small.sin() * 2 + 1).sum(0))
 print("RESULT " + json.dumps({"failures": failures}))
 """
 
-COMPILED = re.compile(r"^torchtpu: compiled (.+?)\(.* in [0-9.]+ ms \(.*\)(?: \[(light|quick)\])?$")
+COMPILED = re.compile(
+    r"^torchtpu: compiled (.+?)\(.* in [0-9.]+ ms \(.*\)(?: \[(light|quick)(, O0)?\])?$")
 
 
-def tagged(stderr: str) -> list[tuple[str, str]]:
-    """(op or graph name, "light" | "quick" | "full") of every compile logged."""
+def tagged(stderr: str, level: bool = False) -> list[tuple[str, str]]:
+    """(op or graph name, "light" | "quick" | "full") of every compile logged; with `level`,
+    quick ones at LLVM level 0 are "quick, O0"."""
     out = []
     for line in stderr.splitlines():
         m = COMPILED.match(line)
         if m:
-            out.append((m.group(1), m.group(2) or "full"))
+            out.append((m.group(1), (m.group(2) or "full") + ((m.group(3) or "") if level else "")))
     return out
 
 
@@ -236,6 +239,9 @@ ops = {
     "where": lambda: torch.where(a > 0, a, b), "clamp": lambda: a.clamp(-0.5, 0.7),
     "bcast": lambda: a * b[:1] + c[:, :1], "to_bf16": lambda: a.to(torch.bfloat16),
     "to_half": lambda: a.half(), "to_int": lambda: (a * 100).int(),
+    "to_double": lambda: a.double(), "int_to_float": lambda: (a * 100).int().float(),
+    "half_add": lambda: a.half() + b.half(), "bf16_div": lambda: a.bfloat16() / c.bfloat16(),
+    "bf16_mul": lambda: a.bfloat16() * b.bfloat16(), "mul_bcast": lambda: a * b[:1],
     "bf16_mul_add": lambda: a.bfloat16() * b.bfloat16() + c.bfloat16(),
     "bf16_gelu": lambda: F.gelu(a.bfloat16()), "half_tanh": lambda: a.half().tanh(),
     "slice_add": lambda: a[:, 1::2] + b[:, 2::2], "transpose": lambda: a.t().contiguous(),
@@ -263,8 +269,17 @@ def test_quick_programs_compute_the_bits_of_full_effort_ones(run_python, tmp_pat
         results[quick] = pickle.loads(out.read_bytes())
         if quick == "1":
             quick_ops = {name for name, tag in tagged(r.stderr) if tag == "quick"}
+            o0_ops = {name for name, tag in tagged(r.stderr, level=True) if tag == "quick, O0"}
     # Most of these ops ran quick programs (an op lowering to a reduction does not).
     assert len(quick_ops) >= 30, quick_ops
+    # Those whose every op rounds once and that sum no product ran at LLVM level 0 (a plain add:
+    # its default alpha adds no product); a product summed (addcmul, lerp, an add with alpha)
+    # or a polynomial (tanh, exp) did not.
+    assert len(o0_ops) >= 20, o0_ops
+    assert {"aten::mul.Tensor", "aten::add.Tensor", "aten::sub.Tensor", "aten::where.self",
+            "aten::cat", "aten::div.Tensor", "aten::sqrt", "aten::clamp"} <= o0_ops, o0_ops
+    assert not o0_ops & {"aten::addcmul", "aten::lerp.Tensor", "aten::tanh", "aten::exp",
+                         "aten::erf", "aten::hypot", "aten::mm", "aten::bmm"}, o0_ops
     differ = [name for name in results["0"]
               if not torch.equal(results["0"][name], results["1"][name])]
     assert differ == [], differ
@@ -276,4 +291,11 @@ def test_hot_quick_programs_upgrade_with_the_same_bits(run_python):
     # upgraded program computes the quick one's very bits.
     assert result["upgraded"] >= 3, (result, stderr[-3000:])
     assert any("aten::tanh" in line and line.endswith("[quick]") for line in stderr.splitlines())
+    assert any("aten::mul" in line and line.endswith("[quick, O0]") for line in stderr.splitlines())
     assert result["same"] and result["close"], result
+
+
+def test_quick_compile_o0_off(run_python):
+    logged = tagged(run_logged(run_python, TORCHTPU_QUICK_COMPILE_O0="0"), level=True)
+    assert {"aten::mul.Tensor", "aten::add.Tensor"} <= {n for n, tag in logged if tag == "quick"}
+    assert not [n for n, tag in logged if tag == "quick, O0"], logged
